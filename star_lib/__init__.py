@@ -1,0 +1,1 @@
+"""STAR lab kit."""
