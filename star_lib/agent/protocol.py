@@ -6,8 +6,8 @@ whitespace around them (``../shared/spec/TRAVELPLANNER.md`` §3). The tool list 
 the chat template's ``tools=`` argument (the Qwen2.5 template renders it into the system turn); our rules stay
 in the system message. :func:`parse_turn` never raises: mistakes come back as :class:`FormatError` data.
 
->>> parse_turn('<think>go</think><tool_call>{"name": "SearchCity", "arguments": {"state": "Texas"}}</tool_call>')
-ToolCall(name='SearchCity', arguments={'state': 'Texas'})
+>>> parse_turn('<think>go</think><tool_call>{"name": "SearchCity", "arguments": {"state": "TX"}}</tool_call>')
+ToolCall(name='SearchCity', arguments={'state': 'TX'})
 >>> parse_turn("<think>done</think><answer>[]</answer>")
 FinalAnswer(text='[]', think='done')
 >>> parse_turn("no tags").reason
@@ -33,7 +33,7 @@ CONTEXT_LIMIT_PROMPT = (
     "The conversation has reached the token limit. Do not call any more tools: reply now with "
     "<think>…</think><answer>…</answer> holding your final travel plan as a JSON list."
 )
-"""Sent once when an episode overflows its context budget (the STAR behaviour: ask for the plan, then stop)."""
+"""Sent once when an episode overflows its context budget (STAR: ask for the plan once, then stop)."""
 
 _TURN = re.compile(
     r"\s*<think>(?P<think>.*?)</think>\s*"
@@ -72,6 +72,7 @@ def parse_turn(text: Any) -> Turn:
     Returns:
         A :class:`~star_lib.types.ToolCall`, a :class:`FinalAnswer`, or a :class:`FormatError` whose
         reason names the rule that was broken.
+
     """
     if not isinstance(text, str):
         return FormatError(f"a turn must be text, got {type(text).__name__}")
@@ -95,7 +96,7 @@ def parse_turn(text: Any) -> Turn:
 
 
 def _tag_count_problem(counts: dict[str, int]) -> str | None:
-    """The first tag-count rule a turn breaks, or None."""
+    """Return the first tag-count rule a turn breaks, or None."""
     if counts[THINK_OPEN] != 1 or counts[THINK_CLOSE] != 1:
         return (
             f"expected exactly one {THINK_OPEN}…{THINK_CLOSE} block, found {counts[THINK_OPEN]} {THINK_OPEN} "
@@ -122,7 +123,9 @@ def _parse_call(body: str) -> ToolCall | FormatError:
     try:
         payload = json.loads(body)
     except (ValueError, RecursionError) as exc:
-        return FormatError(f"the tool call is not valid JSON ({_short(exc)}); write {{\"name\": …, \"arguments\": {{…}}}}")
+        return FormatError(
+            f'the tool call is not valid JSON ({_short(exc)}); write {{"name": …, "arguments": {{…}}}}'
+        )
     if not isinstance(payload, dict):
         return FormatError(f"the tool call must be a JSON object, got {type(payload).__name__}")
     name, arguments = payload.get("name"), payload.get("arguments")
@@ -137,7 +140,7 @@ def _parse_call(body: str) -> ToolCall | FormatError:
 
 
 def _short(exc: BaseException) -> str:
-    """A one-line, bounded description of a parse exception."""
+    """Describe a parse exception in one bounded line."""
     return str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
 
 
@@ -147,8 +150,8 @@ def _short(exc: BaseException) -> str:
 def format_tool_call(think: str, name: str, arguments: dict[str, Any]) -> str:
     """Render a tool-call turn exactly as the protocol wants it.
 
-    >>> format_tool_call("Look up cities.", "SearchCity", {"state": "Ohio"})
-    '<think>Look up cities.</think><tool_call>{"name": "SearchCity", "arguments": {"state": "Ohio"}}</tool_call>'
+    >>> format_tool_call("Look.", "SearchCity", {"state": "Ohio"})
+    '<think>Look.</think><tool_call>{"name": "SearchCity", "arguments": {"state": "Ohio"}}</tool_call>'
     """
     call = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
     return f"{THINK_OPEN}{think}{THINK_CLOSE}{CALL_OPEN}{call}{CALL_CLOSE}"
@@ -171,7 +174,9 @@ _EXAMPLE_PLAN = [
     DayPlan(
         days=1,
         current_city="from Dallas to Peoria",
-        transportation="Flight Number: F4044830, from Dallas to Peoria, Departure Time: 13:10, Arrival Time: 15:01",
+        transportation=(
+            "Flight Number: F4044830, from Dallas to Peoria, Departure Time: 13:10, Arrival Time: 15:01"
+        ),
         attraction="Peoria Riverfront Park, Peoria;",
         dinner="Tandoor Ka Zaika, Peoria",
         accommodation="Bushwick Music Mansion, Peoria",
@@ -188,13 +193,15 @@ _EXAMPLE_PLAN = [
     DayPlan(
         days=3,
         current_city="from Peoria to Dallas",
-        transportation="Flight Number: F4045904, from Peoria to Dallas, Departure Time: 07:09, Arrival Time: 09:20",
+        transportation=(
+            "Flight Number: F4045904, from Peoria to Dallas, Departure Time: 07:09, Arrival Time: 09:20"
+        ),
     ),
 ]
 
-_RULES = """You are a careful travel planner. Build a day-by-day travel plan that satisfies every requirement of \
-the user (dates, group size, budget, house rules, cuisines, room type, transportation) using only facts \
-returned by the tools.
+_RULES = """You are a careful travel planner. Build a day-by-day travel plan that satisfies every \
+requirement of the user (dates, group size, budget, house rules, cuisines, room type, transportation) \
+using only facts returned by the tools.
 
 Format of every reply (exactly one of the two patterns, nothing outside the tags):
 1. <think>your reasoning</think><tool_call>{"name": "<tool name>", "arguments": {…}}</tool_call>
@@ -209,8 +216,8 @@ The final plan is a JSON list with one object per day and the keys "days", "curr
 "breakfast", "attraction", "lunch", "dinner", "accommodation":
 - "current_city": "City" or, on a travel day, "from CityA to CityB".
 - "transportation": "Flight Number: F123, from A to B, Departure Time: HH:MM, Arrival Time: HH:MM", \
-"Self-driving, from A to B, duration: …, distance: …, cost: …", "Taxi, from A to B, duration: …, distance: …, \
-cost: …", or "-".
+"Self-driving, from A to B, duration: …, distance: …, cost: …", "Taxi, from A to B, duration: …, \
+distance: …, cost: …", or "-".
 - meals and "accommodation": "Name, City" or "-"; "attraction": "Name, City;Name, City;" or "-".
 - Return to the origin city on the last day; no accommodation on the last day; no restaurant or \
 attraction twice.
@@ -218,8 +225,10 @@ Example answer for a 3-day trip:
 <answer>{example}</answer>"""
 
 
-def system_prompt(tools: Tools | Sequence[dict[str, Any]] | None = None, *, include_tools: bool = False) -> str:
-    """The system message: our rules, the plan format of §4 and a short example.
+def system_prompt(
+    tools: Tools | Sequence[dict[str, Any]] | None = None, *, include_tools: bool = False
+) -> str:
+    """Build the system message: our rules, the plan format of §4 and a short example.
 
     Args:
         tools: The tools (or their schemas); only used when ``include_tools`` is set.
@@ -228,6 +237,7 @@ def system_prompt(tools: Tools | Sequence[dict[str, Any]] | None = None, *, incl
 
     Returns:
         The system message text.
+
     """
     text = _RULES.replace("{example}", plan_json(_EXAMPLE_PLAN))
     if include_tools:
@@ -238,14 +248,14 @@ def system_prompt(tools: Tools | Sequence[dict[str, Any]] | None = None, *, incl
 
 
 def tool_schemas(tools: Tools | Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The OpenAI-style schemas of ``tools`` (a ``Tools`` object or a list of schemas)."""
+    """Return the OpenAI-style schemas of ``tools`` (a ``Tools`` object or a list of schemas)."""
     if isinstance(tools, Tools):
         return list(tools.schemas())
     return list(tools)
 
 
 def user_prompt(query: QueryRecord) -> str:
-    """The user message: the natural-language query, or a plain rendering of the record when it has none."""
+    """Build the user message: the query text, or a plain rendering of the record when it has none."""
     if query.query.strip():
         return query.query.strip()
     people = "1 person" if query.people_number == 1 else f"{query.people_number} people"
@@ -260,10 +270,10 @@ def user_prompt(query: QueryRecord) -> str:
 
 
 def tool_response(text: str) -> dict[str, str]:
-    """A tool-result message; the chat template wraps it in ``<tool_response>`` tags."""
+    """Build a tool-result message; the chat template wraps it in ``<tool_response>`` tags."""
     return {"role": "tool", "content": text}
 
 
 def format_error_message(error: FormatError) -> dict[str, str]:
-    """The observation a model gets after a malformed turn."""
+    """Build the observation a model gets after a malformed turn."""
     return tool_response(f"Format error: {error.reason}. Reply again following the format rules.")

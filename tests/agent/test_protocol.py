@@ -21,7 +21,9 @@ from star_lib.agent.protocol import (
 )
 from star_lib.types import DayPlan, LocalConstraint, QueryRecord, ToolCall
 
-GOOD_CALL = '<think>need cities</think><tool_call>{"name": "SearchCity", "arguments": {"state": "Ohio"}}</tool_call>'
+GOOD_CALL = (
+    '<think>need cities</think><tool_call>{"name": "SearchCity", "arguments": {"state": "Ohio"}}</tool_call>'
+)
 
 
 def test_protocol_parses_tool_call_with_whitespace_around():
@@ -30,15 +32,19 @@ def test_protocol_parses_tool_call_with_whitespace_around():
 
 
 def test_protocol_parses_answer():
-    turn = parse_turn("<think>all set</think>\n<answer>\n[{\"days\": 1}]\n</answer>")
+    turn = parse_turn('<think>all set</think>\n<answer>\n[{"days": 1}]\n</answer>')
     assert isinstance(turn, FinalAnswer)
     assert turn.text == '[{"days": 1}]'
     assert turn.think == "all set"
 
 
 def test_protocol_format_round_trip():
-    text = format_tool_call("look", "SearchFlight", {"departure": "A", "destination": "B", "date": "2022-03-01"})
-    assert parse_turn(text) == ToolCall("SearchFlight", {"departure": "A", "destination": "B", "date": "2022-03-01"})
+    text = format_tool_call(
+        "look", "SearchFlight", {"departure": "A", "destination": "B", "date": "2022-03-01"}
+    )
+    assert parse_turn(text) == ToolCall(
+        "SearchFlight", {"departure": "A", "destination": "B", "date": "2022-03-01"}
+    )
     plan = [DayPlan(days=1, current_city="from A to B")]
     answer = parse_turn(format_answer("done", plan))
     assert isinstance(answer, FinalAnswer)
@@ -77,7 +83,9 @@ def test_protocol_deep_json_is_a_format_error():
 
 _FRAGMENTS = st.one_of(
     st.sampled_from(TAGS),
-    st.sampled_from(['{"name": "SearchCity", "arguments": {"state": "Ohio"}}', "{", "}", '"', "[", "]", "\n", " "]),
+    st.sampled_from(
+        ['{"name": "SearchCity", "arguments": {"state": "Ohio"}}', "{", "}", '"', "[", "]", "\n", " "]
+    ),
     st.text(max_size=12),
 )
 
@@ -100,8 +108,14 @@ def test_protocol_system_prompt_lists_tools_only_on_request():
 
 def test_protocol_user_prompt_falls_back_to_fields():
     record = QueryRecord(
-        org="Austin", dest="Ohio", days=5, visiting_city_number=2, date=("2022-03-01",) * 5, people_number=3,
-        local_constraint=LocalConstraint(cuisine=("Italian",)), budget=4000,
+        org="Austin",
+        dest="Ohio",
+        days=5,
+        visiting_city_number=2,
+        date=("2022-03-01",) * 5,
+        people_number=3,
+        local_constraint=LocalConstraint(cuisine=("Italian",)),
+        budget=4000,
     )
     text = user_prompt(record)
     assert "Austin" in text and "Ohio" in text and "Italian" in text and "3 people" in text
