@@ -16,6 +16,7 @@ Example:
     >>> world = World.from_csv_dir("../shared/data/travelplanner/database")  # doctest: +SKIP
     >>> world.flights("St. Petersburg", "Rockford", "2022-03-16")[0].number  # doctest: +SKIP
     'F3573659'
+
 """
 
 from __future__ import annotations
@@ -133,6 +134,7 @@ def parse_km(text: str) -> float:
 
     Raises:
         ValueError: when the text is not ``"<number> km"`` or ``"<number> m"``.
+
     """
     match = _KM_RE.match(text)
     if match is None:
@@ -145,7 +147,7 @@ def parse_km(text: str) -> float:
 
 
 def _find_file(root: Path, table: str) -> Path:
-    """The file of ``table`` under ``root``, flat or nested layout."""
+    """Return the file of ``table`` under ``root``, flat or nested layout."""
     for rel in FILE_NAMES[table]:
         if (root / rel).is_file():
             return root / rel
@@ -201,6 +203,7 @@ def _cast_numeric(frame: pl.DataFrame, path: Path, columns: Iterable[str]) -> pl
 
     Raises:
         WorldLoadError: naming the path, line, column and value that is not a number.
+
     """
     for name in columns:
         column = frame[name]
@@ -254,7 +257,8 @@ def _check_distances(frame: pl.DataFrame, path: Path) -> None:
     bad = text.is_not_null() & ~parsed.fill_null(False)
     if bad.any():
         row = int(bad.arg_true()[0])
-        raise WorldLoadError(f"{path}: line {frame['_line'][row]}: distance {text[row]!r} is not like '1,433 km'")
+        line = frame["_line"][row]
+        raise WorldLoadError(f"{path}: line {line}: distance {text[row]!r} is not like '1,433 km'")
 
 
 def _read_city_states(root: Path) -> list[tuple[str, str]]:
@@ -339,20 +343,21 @@ class FlightTable:
         rows["num"] = numbers[order]
         rows["price"] = frame["Price"].to_numpy()[order]
         rows["dist"] = frame["Distance"].to_numpy()[order]
-        for field, column in (("dep", "dep"), ("arr", "arr"), ("el", "el"), ("date", "t"), ("o", "o"), ("d", "d")):
+        fields = (("dep", "dep"), ("arr", "arr"), ("el", "el"), ("date", "t"), ("o", "o"), ("d", "d"))
+        for field, column in fields:
             rows[field] = codes[column].to_numpy()[order]
         self.rows = rows
 
         starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.zeros(0, np.int64)
         self.run_keys = keys[starts]
-        self._runs: dict[int, int] = dict(zip(self.run_keys.tolist(), range(len(starts))))
+        self._runs: dict[int, int] = dict(zip(self.run_keys.tolist(), range(len(starts)), strict=True))
         self._bounds: list[int] = starts.tolist() + [len(keys)]
         self._n_cities, self._n_dates = n_cities, n_dates
         self._sorted_numbers: tuple[np.ndarray, np.ndarray] | None = None
         self._routes: dict[tuple[str, str], tuple[str, ...]] | None = None
 
     def __len__(self) -> int:
-        """Number of flights."""
+        """Return the number of flights."""
         return len(self.rows)
 
     def _flight(self, row: tuple) -> Flight:
@@ -383,7 +388,7 @@ class FlightTable:
         return tuple(map(self._flight, self.rows[start:stop].tolist()))
 
     def by_number(self, number: str) -> Flight | None:
-        """The first flight with this number (binary search over a lazily sorted copy), or None."""
+        """Return the first flight with this number (binary search on a lazily sorted copy), or None."""
         if self._sorted_numbers is None:
             order = np.argsort(self.rows["num"], kind="stable")
             self._sorted_numbers = (self.rows["num"][order], order)
@@ -405,13 +410,13 @@ class FlightTable:
             per_pair, dates = np.divmod(self.run_keys, self._n_dates)
             origins, dests = np.divmod(per_pair, self._n_cities)
             routes: dict[tuple[str, str], list[str]] = {}
-            for o, d, t in zip(origins.tolist(), dests.tolist(), dates.tolist()):
+            for o, d, t in zip(origins.tolist(), dests.tolist(), dates.tolist(), strict=True):
                 routes.setdefault((self.cities[o], self.cities[d]), []).append(self.dates[t])
             self._routes = {pair: tuple(ds) for pair, ds in routes.items()}
         return self._routes
 
     def to_frame(self) -> pl.DataFrame:
-        """The table in the official schema, rows sorted by (origin, dest, date)."""
+        """Return the table in the official schema, rows sorted by (origin, dest, date)."""
         rows = self.rows
         if self.int_numbers:
             numbers = "F" + pl.Series(rows["num"]).cast(pl.String)
@@ -472,12 +477,17 @@ class World:
             distances: the distance table (``cost`` empty); duplicated pairs keep their first row.
             city_states: ``(city, state)`` pairs of ``citySet_with_states.txt``, in file order.
             source: where the world came from (a folder or ``synthetic:<scale>:<seed>``).
+
         """
         self.source = source
         self._flights = FlightTable(flights)
         distances = distances.unique(subset=["origin", "destination"], keep="first", maintain_order=True)
-        self._frames = {"accommodations": accommodations, "restaurants": restaurants, "attractions": attractions}
-        self._frames["distance"] = distances
+        self._frames = {
+            "accommodations": accommodations,
+            "restaurants": restaurants,
+            "attractions": attractions,
+            "distance": distances,
+        }
         self._accommodations = _group(
             (
                 Accommodation(str(n), float(p), str(rt), str(hr), float(mn), int(mo), float(rr), str(c))
@@ -500,7 +510,8 @@ class World:
             "city",
         )
         self._distances: dict[tuple[str, str], Distance | None] = {}
-        for o, d, duration, text in distances.select("origin", "destination", "duration", "distance").iter_rows():
+        pairs = distances.select("origin", "destination", "duration", "distance")
+        for o, d, duration, text in pairs.iter_rows():
             if duration is None or text is None:
                 self._distances[(o, d)] = None  # official: "No valid information."
             else:
@@ -529,6 +540,7 @@ class World:
         Raises:
             FileNotFoundError: when a table is missing (naming both places looked at).
             WorldLoadError: when a file is malformed (naming the path, and the line where possible).
+
         """
         root = Path(path)
         if not root.is_dir():
@@ -545,7 +557,7 @@ class World:
 
     @classmethod
     def synthetic(cls, seed: int = 0, scale: str = "tiny") -> World:
-        """A seeded synthetic world in the official schema (``tiny`` | ``small`` | ``full``)."""
+        """Generate a seeded synthetic world in the official schema (``tiny`` | ``small`` | ``full``)."""
         from star_lib.travel.synthetic import generate_tables
 
         tables = generate_tables(seed=seed, scale=scale)
@@ -553,7 +565,7 @@ class World:
 
     @classmethod
     def load(cls, spec: str | Path) -> World:
-        """A folder path, or ``synthetic:<scale>:<seed>`` (e.g. ``synthetic:tiny:0``)."""
+        """Load a folder path, or generate ``synthetic:<scale>:<seed>`` (e.g. ``synthetic:tiny:0``)."""
         text = str(spec)
         if text.startswith("synthetic:"):
             parts = text.split(":")
@@ -590,7 +602,7 @@ class World:
         return self._flights.search(origin, dest, date)
 
     def flight(self, number: str) -> Flight | None:
-        """The flight with this number, or None."""
+        """Return the flight with this number, or None."""
         return self._flights.by_number(number)
 
     def accommodations(self, city: str) -> tuple[Accommodation, ...]:
@@ -606,7 +618,7 @@ class World:
         return self._attractions.get(city, ())
 
     def distance(self, origin: str, dest: str) -> Distance | None:
-        """The distance row of a city pair; None when absent or without duration/distance."""
+        """Return the distance row of a city pair; None when absent or without duration/distance."""
         return self._distances.get((origin, dest))
 
     def cities_in(self, state: str) -> tuple[str, ...]:
@@ -614,12 +626,17 @@ class World:
         return self._cities_in.get(state, ())
 
     def state_of(self, city: str) -> str | None:
-        """The state of ``city`` in the city set, or None."""
+        """Return the state of ``city`` in the city set, or None."""
         return self._state_of.get(city)
 
     def knows_city(self, city: str) -> bool:
         """Whether ``city`` appears in the city set or in any table (exact spelling)."""
         return city in self._known
+
+    @property
+    def known_cities(self) -> frozenset[str]:
+        """Every city name of the city set and of any table."""
+        return self._known
 
     @property
     def cities(self) -> tuple[str, ...]:
@@ -663,7 +680,8 @@ class World:
         s = self.summary()
         return (
             f"World({s['source'] or '?'}: {s['cities']} cities, {s['flights']} flights, "
-            f"{s['accommodations']} accommodations, {s['restaurants']} restaurants, {s['attractions']} attractions)"
+            f"{s['accommodations']} accommodations, {s['restaurants']} restaurants, "
+            f"{s['attractions']} attractions)"
         )
 
 
