@@ -1,0 +1,290 @@
+"""The experiment config: every axis of the study, the stages to run, and each stage's own config.
+
+An experiment is one YAML file::
+
+    name: reward-sum
+    model: tiny                 # tiny | qwen2.5-1.5b | qwen2.5-3b | qwen2.5-7b
+    reward: curriculum          # sum | macro | success | curriculum
+    curriculum_boundaries: [0.3333, 0.6667]
+    algorithm: grpo             # grpo | dapo | arpo
+    rl_data_size: 1000          # RL prompts
+    difficulty: "4:3:3"         # easy | medium | hard | "E:M:H" ratio
+    tool_failure_rate: 0.0
+    tool_latency_ms: 0.0
+    tool_corruption_rate: 0.0
+    seed: 0
+    stages: [world, synth, teacher, sft, rl, eval, qa-eval]
+    synth: {n_test: 40}         # nested per-stage config (see star_lib.experiments.stages)
+
+The axes live at the top level; a stage reads the axes it needs (``stages.STAGES[name].axes``) and its own
+nested section. Unknown keys and values raise :class:`ConfigError` naming the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from star_lib.experiments.io import read_yaml, write_yaml_atomic
+
+MODEL_PRESETS: tuple[str, ...] = ("tiny", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b")
+"""Model presets (``star_lib.train.models.PRESETS``); the paper trains Qwen2.5-{1.5B,3B,7B}-Instruct."""
+REWARDS: tuple[str, ...] = ("sum", "macro", "success", "curriculum")
+"""Reward designs of spec §8."""
+ALGORITHMS: tuple[str, ...] = ("grpo", "dapo", "arpo")
+"""RL algorithms compared in the paper."""
+STAGE_NAMES: tuple[str, ...] = ("world", "synth", "teacher", "sft", "rl", "eval", "qa-eval")
+"""The pipeline, in order (DESIGN.md)."""
+DIFFICULTY_PRESETS: dict[str, tuple[int, int, int]] = {
+    "easy": (1, 0, 0),
+    "medium": (0, 1, 0),
+    "hard": (0, 0, 1),
+}
+"""Single-level difficulty settings as easy:medium:hard weights; any ``"E:M:H"`` ratio is also accepted."""
+DEFAULT_DIFFICULTY = "4:3:3"
+"""The paper's RL default mixture (spec §7)."""
+_RATIO = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*:\s*(\d+)\s*$")
+
+
+class ConfigError(ValueError):
+    """A config key or value is not allowed; the message names it and what is allowed."""
+
+
+def _stage_key(stage: str) -> str:
+    """YAML/attribute name of a stage's nested section (``qa-eval`` → ``qa_eval``)."""
+    return stage.replace("-", "_")
+
+
+def parse_difficulty(value: Any) -> tuple[int, int, int]:
+    """Parse a difficulty setting into easy:medium:hard integer weights.
+
+    >>> parse_difficulty("4:3:3")
+    (4, 3, 3)
+    >>> parse_difficulty("hard")
+    (0, 0, 1)
+
+    Raises:
+        ConfigError: naming the allowed forms.
+    """
+    text = str(value).strip().lower()
+    if text in DIFFICULTY_PRESETS:
+        return DIFFICULTY_PRESETS[text]
+    match = _RATIO.match(text)
+    if match:
+        weights = tuple(int(g) for g in match.groups())
+        if sum(weights) > 0:
+            return weights  # type: ignore[return-value]
+    raise ConfigError(
+        f"difficulty: {value!r} is not allowed; use one of {sorted(DIFFICULTY_PRESETS)} "
+        f"or an easy:medium:hard ratio such as '4:3:3' (weights >= 0, not all zero)"
+    )
+
+
+def canonical_difficulty(value: Any) -> str:
+    """The canonical spelling of a difficulty (``'easy'`` … or ``'E:M:H'``)."""
+    weights = parse_difficulty(value)
+    for name, preset in DIFFICULTY_PRESETS.items():
+        if weights == preset:
+            return name
+    return ":".join(str(w) for w in weights)
+
+
+def _check_choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{key}: {value!r} is not allowed; choose one of {list(allowed)}")
+
+
+def _check_rate(key: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise ConfigError(f"{key}: {value!r} is not allowed; give a probability in [0, 1] (0.05 = 5 %)")
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """One experiment: the axes of the study, the stages to run, and the nested per-stage configs."""
+
+    name: str = "run"
+    """Run name (folder name under ``runs/<grid>/``); letters, digits, ``._=-`` only."""
+    model: str = "tiny"
+    """Model preset, one of :data:`MODEL_PRESETS` (paper: 1.5B / 3B / 7B)."""
+    reward: str = "sum"
+    """Reward design, one of :data:`REWARDS` (spec §8)."""
+    curriculum_boundaries: tuple[float, float] = (1 / 3, 2 / 3)
+    """Training fractions where CURRICULUM switches SUM → MACRO → SUCCESS (spec §8 default 1/3, 2/3)."""
+    algorithm: str = "grpo"
+    """RL algorithm, one of :data:`ALGORITHMS`."""
+    rl_data_size: int = 1000
+    """Number of RL prompts synthesised (paper default ~1K, spec §7; data-quantity finding 100…2000)."""
+    difficulty: str = DEFAULT_DIFFICULTY
+    """RL prompt difficulty: ``easy`` | ``medium`` | ``hard`` | an ``E:M:H`` ratio (paper default 4:3:3)."""
+    tool_failure_rate: float = 0.0
+    """Probability that a tool call fails with a service error (noise finding: 0, 1, 5, 10 %)."""
+    tool_latency_ms: float = 0.0
+    """Added latency of every tool call, in milliseconds."""
+    tool_corruption_rate: float = 0.0
+    """Probability that a tool result is corrupted."""
+    seed: int = 0
+    """Training/evaluation seed (the world and the data have their own ``data_seed`` in their sections)."""
+    stages: tuple[str, ...] = STAGE_NAMES
+    """Stages to run, a subsequence of :data:`STAGE_NAMES` in pipeline order."""
+    world: dict[str, Any] = field(default_factory=dict)
+    """Nested config of the ``world`` stage."""
+    synth: dict[str, Any] = field(default_factory=dict)
+    """Nested config of the ``synth`` stage."""
+    teacher: dict[str, Any] = field(default_factory=dict)
+    """Nested config of the ``teacher`` stage."""
+    sft: dict[str, Any] = field(default_factory=dict)
+    """Nested config of the ``sft`` stage."""
+    rl: dict[str, Any] = field(default_factory=dict)
+    """Nested config of the ``rl`` stage."""
+    eval: dict[str, Any] = field(default_factory=dict)
+    """Nested config of the ``eval`` stage."""
+    qa_eval: dict[str, Any] = field(default_factory=dict)
+    """Nested config of the ``qa-eval`` stage."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not re.fullmatch(r"[A-Za-z0-9._=-]+", self.name):
+            raise ConfigError(f"name: {self.name!r} is not allowed; use letters, digits and ._=- only")
+        _check_choice("model", self.model, MODEL_PRESETS)
+        _check_choice("reward", self.reward, REWARDS)
+        _check_choice("algorithm", self.algorithm, ALGORITHMS)
+        self._check_boundaries()
+        if isinstance(self.rl_data_size, bool) or not isinstance(self.rl_data_size, int) or self.rl_data_size < 1:
+            raise ConfigError(f"rl_data_size: {self.rl_data_size!r} is not allowed; give a positive integer")
+        object.__setattr__(self, "difficulty", canonical_difficulty(self.difficulty))
+        for key in ("tool_failure_rate", "tool_corruption_rate"):
+            _check_rate(key, getattr(self, key))
+        if isinstance(self.tool_latency_ms, bool) or not isinstance(self.tool_latency_ms, (int, float)) or (
+            self.tool_latency_ms < 0
+        ):
+            raise ConfigError(f"tool_latency_ms: {self.tool_latency_ms!r} is not allowed; give a number >= 0")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"seed: {self.seed!r} is not allowed; give an integer >= 0")
+        self._check_stages()
+        for stage in STAGE_NAMES:
+            section = getattr(self, _stage_key(stage))
+            if not isinstance(section, dict):
+                raise ConfigError(f"{_stage_key(stage)}: must be a mapping of that stage's settings, got {section!r}")
+
+    def _check_boundaries(self) -> None:
+        bounds = self.curriculum_boundaries
+        ok = (
+            isinstance(bounds, (tuple, list))
+            and len(bounds) == 2
+            and all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
+            and 0.0 < bounds[0] < bounds[1] < 1.0
+        )
+        if not ok:
+            raise ConfigError(
+                f"curriculum_boundaries: {bounds!r} is not allowed; give two increasing fractions of training "
+                "strictly between 0 and 1, e.g. [0.3333, 0.6667]"
+            )
+        object.__setattr__(self, "curriculum_boundaries", (float(bounds[0]), float(bounds[1])))
+
+    def _check_stages(self) -> None:
+        stages = tuple(self.stages) if isinstance(self.stages, (list, tuple)) else None
+        if not stages:
+            raise ConfigError(f"stages: {self.stages!r} is not allowed; give a non-empty list from {list(STAGE_NAMES)}")
+        for stage in stages:
+            _check_choice("stages", stage, STAGE_NAMES)
+        if len(set(stages)) != len(stages) or list(stages) != sorted(stages, key=STAGE_NAMES.index):
+            raise ConfigError(
+                f"stages: {list(stages)} must be listed once each, in pipeline order {list(STAGE_NAMES)}"
+            )
+        object.__setattr__(self, "stages", stages)
+
+    # ───────────────────────────── views ─────────────────────────────
+
+    @property
+    def difficulty_mix(self) -> dict[str, float]:
+        """Fractions of easy / medium / hard RL prompts (sum 1)."""
+        weights = parse_difficulty(self.difficulty)
+        total = sum(weights)
+        return {level: w / total for level, w in zip(("easy", "medium", "hard"), weights)}
+
+    def section(self, stage: str) -> dict[str, Any]:
+        """The nested config section of ``stage`` (``qa-eval`` reads ``qa_eval``)."""
+        _check_choice("stage", stage, STAGE_NAMES)
+        return dict(getattr(self, _stage_key(stage)))
+
+    def axes(self) -> dict[str, Any]:
+        """The study axes as a flat dict (the columns of the results table)."""
+        return {name: getattr(self, name) for name in AXES}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-YAML form; ``from_dict(to_dict())`` round-trips."""
+        out = asdict(self)
+        out["curriculum_boundaries"] = list(self.curriculum_boundaries)
+        out["stages"] = list(self.stages)
+        return out
+
+    def fingerprint(self) -> str:
+        """Short hash of the whole config (name excluded): two runs with equal fingerprints are the same run."""
+        payload = {k: v for k, v in self.to_dict().items() if k != "name"}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def replace(self, **changes: Any) -> ExperimentConfig:
+        """A copy with some keys changed (validated like a loaded config)."""
+        data = self.to_dict()
+        data.update(changes)
+        return ExperimentConfig.from_dict(data)
+
+    # ───────────────────────────── loading ─────────────────────────────
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExperimentConfig:
+        """Build from a plain mapping.
+
+        Raises:
+            ConfigError: an unknown key (naming the allowed keys) or a value that is not allowed.
+        """
+        if not isinstance(data, dict):
+            raise ConfigError(f"an experiment config must be a mapping of keys, got {type(data).__name__}")
+        allowed = [f.name for f in fields(cls)]
+        data = {("qa_eval" if k == "qa-eval" else k): v for k, v in data.items()}
+        unknown = sorted(set(data) - set(allowed))
+        if unknown:
+            raise ConfigError(f"unknown key(s) {unknown}; allowed keys are {allowed}")
+        data = dict(data)
+        if "stages" in data and isinstance(data["stages"], list):
+            data["stages"] = tuple(data["stages"])
+        if "curriculum_boundaries" in data and isinstance(data["curriculum_boundaries"], list):
+            data["curriculum_boundaries"] = tuple(data["curriculum_boundaries"])
+        for key, value in list(data.items()):
+            if key in _STAGE_SECTIONS and value is None:
+                data[key] = {}
+        return cls(**data)
+
+
+AXES: tuple[str, ...] = (
+    "model",
+    "reward",
+    "curriculum_boundaries",
+    "algorithm",
+    "rl_data_size",
+    "difficulty",
+    "tool_failure_rate",
+    "tool_latency_ms",
+    "tool_corruption_rate",
+    "seed",
+)
+"""The study axes (top-level keys a grid may vary)."""
+_STAGE_SECTIONS = frozenset(_stage_key(s) for s in STAGE_NAMES)
+
+
+def load_config(path: str | Path) -> ExperimentConfig:
+    """Load and validate an experiment YAML; errors name the file and the offending key."""
+    data = read_yaml(path)
+    try:
+        return ExperimentConfig.from_dict(data or {})
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def save_config(config: ExperimentConfig, path: str | Path) -> Path:
+    """Write ``config`` as YAML atomically."""
+    return write_yaml_atomic(path, config.to_dict())

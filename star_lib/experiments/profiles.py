@@ -1,0 +1,174 @@
+"""Cluster profiles: where and with what resources a grid's jobs run (``slurm/*.yaml``).
+
+A profile maps one-to-one onto submitit's executor parameters (GPUs, CPUs, memory, time, partition,
+account, QoS, array parallelism) plus how training is launched inside a job on several GPUs or nodes
+(``launcher``: ``none`` | ``torchrun`` | ``accelerate``).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from star_lib.experiments.config import ConfigError
+from star_lib.experiments.io import read_yaml
+
+CLUSTERS: tuple[str, ...] = ("slurm", "local", "debug")
+"""submitit back-ends: Slurm, local subprocesses, or in-process (debugging)."""
+LAUNCHERS: tuple[str, ...] = ("none", "torchrun", "accelerate")
+"""How a distributed stage starts its processes inside a job."""
+
+
+@dataclass(frozen=True)
+class ClusterProfile:
+    """Resources and placement of every job of a grid."""
+
+    name: str = "local"
+    """Profile name (for logs)."""
+    cluster: str = "local"
+    """submitit back-end, one of :data:`CLUSTERS`."""
+    partition: str | None = None
+    """Slurm partition (``--partition``)."""
+    account: str | None = None
+    """Slurm account (``--account``)."""
+    qos: str | None = None
+    """Slurm QoS (``--qos``)."""
+    nodes: int = 1
+    """Nodes per job (the paper's 7B runs use 2 nodes × 8 A100)."""
+    gpus_per_node: int = 0
+    """GPUs per node (paper: 8)."""
+    tasks_per_node: int = 1
+    """Slurm tasks per node; keep 1 — torchrun/accelerate start the per-GPU processes."""
+    cpus_per_task: int = 1
+    """CPUs per task."""
+    mem_gb: float = 4.0
+    """Memory per node in GB."""
+    timeout_min: int = 60
+    """Time limit of one job (a preempted or timed-out checkpointable job is requeued)."""
+    array_parallelism: int = 64
+    """At most this many array tasks run at once."""
+    max_num_timeout: int = 3
+    """How many times a job may be requeued after timeouts/preemptions."""
+    launcher: str = "none"
+    """How distributed stages launch inside the job, one of :data:`LAUNCHERS`."""
+    setup: tuple[str, ...] = ()
+    """Shell lines run before the job (``module load cuda``, ``source .venv/bin/activate``)."""
+    additional: dict[str, Any] = field(default_factory=dict)
+    """Extra sbatch options without the dashes, e.g. ``{constraint: a100, exclusive: true}``."""
+
+    def __post_init__(self) -> None:
+        if self.cluster not in CLUSTERS:
+            raise ConfigError(f"cluster: {self.cluster!r} is not allowed; choose one of {list(CLUSTERS)}")
+        if self.launcher not in LAUNCHERS:
+            raise ConfigError(f"launcher: {self.launcher!r} is not allowed; choose one of {list(LAUNCHERS)}")
+        for key in ("nodes", "tasks_per_node", "cpus_per_task", "timeout_min", "array_parallelism"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{key}: {value!r} is not allowed; give an integer >= 1")
+        if isinstance(self.gpus_per_node, bool) or not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 0:
+            raise ConfigError(f"gpus_per_node: {self.gpus_per_node!r} is not allowed; give an integer >= 0")
+        if self.nodes > 1 and self.launcher == "none":
+            raise ConfigError("launcher: a multi-node profile needs launcher torchrun or accelerate")
+        if not isinstance(self.mem_gb, (int, float)) or self.mem_gb <= 0:
+            raise ConfigError(f"mem_gb: {self.mem_gb!r} is not allowed; give a positive number")
+        object.__setattr__(self, "setup", tuple(self.setup))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClusterProfile:
+        """Build from a mapping; unknown keys raise :class:`ConfigError` naming the allowed ones."""
+        allowed = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(allowed))
+        if unknown:
+            raise ConfigError(f"unknown cluster profile key(s) {unknown}; allowed keys are {allowed}")
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain form (YAML-able)."""
+        out = asdict(self)
+        out["setup"] = list(self.setup)
+        return out
+
+    def executor_parameters(self, job_name: str) -> dict[str, Any]:
+        """The parameters given to ``submitit.AutoExecutor.update_parameters``."""
+        params: dict[str, Any] = {
+            "name": job_name,
+            "timeout_min": self.timeout_min,
+            "mem_gb": self.mem_gb,
+            "nodes": self.nodes,
+            "tasks_per_node": self.tasks_per_node,
+            "cpus_per_task": self.cpus_per_task,
+        }
+        if self.gpus_per_node:
+            params["gpus_per_node"] = self.gpus_per_node
+        if self.cluster == "slurm":
+            params["slurm_array_parallelism"] = self.array_parallelism
+            for key, value in (("slurm_partition", self.partition), ("slurm_account", self.account),
+                               ("slurm_qos", self.qos)):
+                if value:
+                    params[key] = value
+            if self.setup:
+                params["slurm_setup"] = list(self.setup)
+            if self.additional:
+                params["slurm_additional_parameters"] = dict(self.additional)
+        return params
+
+    def executor(self, folder: str | os.PathLike[str], job_name: str = "star") -> Any:
+        """A configured ``submitit.AutoExecutor`` writing its logs under ``folder``."""
+        import submitit
+
+        extra = {"slurm_max_num_timeout": self.max_num_timeout} if self.cluster == "slurm" else {}
+        executor = submitit.AutoExecutor(folder=str(folder), cluster=self.cluster, **extra)
+        executor.update_parameters(**self.executor_parameters(job_name))
+        return executor
+
+    def launch_command(self, module: str, args: list[str], env: dict[str, str] | None = None) -> list[str]:
+        """The command a distributed stage runs on each node of the job: ``module`` under the launcher.
+
+        Node rank, node count and the rendezvous host come from Slurm's variables (``SLURM_NODEID``,
+        ``SLURM_JOB_NUM_NODES``, the first host of ``SLURM_JOB_NODELIST`` via ``MASTER_ADDR`` when set).
+        """
+        env = dict(os.environ if env is None else env)
+        gpus = max(self.gpus_per_node, 1)
+        if self.launcher == "none":
+            return ["python", "-m", module, *args]
+        nodes = int(env.get("SLURM_JOB_NUM_NODES", self.nodes))
+        rank = int(env.get("SLURM_NODEID", "0"))
+        master = env.get("MASTER_ADDR", "127.0.0.1")
+        port = env.get("MASTER_PORT", "29500")
+        if self.launcher == "torchrun":
+            return [
+                "torchrun", f"--nnodes={nodes}", f"--nproc_per_node={gpus}", f"--node_rank={rank}",
+                f"--master_addr={master}", f"--master_port={port}", "-m", module, *args,
+            ]
+        return [
+            "accelerate", "launch", "--multi_gpu", f"--num_machines={nodes}", f"--num_processes={nodes * gpus}",
+            f"--machine_rank={rank}", f"--main_process_ip={master}", f"--main_process_port={port}",
+            "-m", module, *args,
+        ]
+
+    def describe(self) -> str:
+        """One line for logs: ``a100-8gpu: slurm a100, 1×8 GPU, 64 CPU, 900 GB, 2880 min``."""
+        where = f"{self.cluster} {self.partition or ''}".strip()
+        return (f"{self.name}: {where}, {self.nodes}×{self.gpus_per_node} GPU, {self.cpus_per_task} CPU, "
+                f"{self.mem_gb:g} GB, {self.timeout_min} min, launcher {self.launcher}")
+
+
+def load_profile(path: str | os.PathLike[str]) -> ClusterProfile:
+    """Load a cluster profile YAML (``slurm/<name>.yaml``); errors name the file and the key."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"cluster profile {path} not found; profiles live in slurm/*.yaml")
+    data = read_yaml(path) or {}
+    data.setdefault("name", path.stem)
+    try:
+        return ClusterProfile.from_dict(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def shell_join(command: list[str]) -> str:
+    """A command list as one shell-quoted line."""
+    return shlex.join(command)

@@ -1,0 +1,386 @@
+"""Run experiments: one run locally (``star run``), a grid locally, or a grid on Slurm through submitit.
+
+A run lives in ``runs/<grid>/<run>/``:
+
+- ``config.yaml`` — the experiment config;
+- ``run.json`` — status (pending / running / done / failed), the error's last line, wall time, GPU-hours,
+  the stage keys it used and whether each was reused, the Slurm job id;
+- ``metrics.parquet`` (``stage``, ``step``, ``metric``, ``value``), ``rollouts.parquet``, ``eval.parquet``,
+  ``qa.parquet`` — gathered from the stage outputs, written atomically.
+
+Stage outputs are content-addressed in a shared cache (default ``runs/_stages``, see :mod:`.artifacts`), so
+runs of a grid share what they have in common and a rerun reuses everything. A finished run (``run.json``
+status ``done`` with the same config fingerprint) is skipped altogether.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from star_lib.experiments.artifacts import StageOutput, StageStore
+from star_lib.experiments.config import ConfigError, ExperimentConfig, save_config
+from star_lib.experiments.io import atomic_path, read_json, write_json_atomic, write_parquet_atomic
+from star_lib.experiments.stages import Registry, default_registry
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from star_lib.experiments.grids import Grid
+    from star_lib.experiments.profiles import ClusterProfile
+
+RUN_FILE = "run.json"
+JOB_FILE = "job.json"
+CACHE_DIRNAME = "_stages"
+"""Stage cache folder beside the grids: ``runs/_stages``."""
+COPIED_OUTPUTS: dict[str, str] = {"eval.parquet": "eval", "qa.parquet": "qa-eval"}
+"""Run files copied from one stage's output."""
+GATHERED_OUTPUTS: tuple[str, ...] = ("metrics.parquet", "rollouts.parquet")
+"""Run files concatenated from every stage that wrote one (with a ``stage`` column)."""
+
+
+@dataclass
+class RunResult:
+    """What happened to one run."""
+
+    name: str
+    """Run name."""
+    run_dir: Path
+    """The run folder."""
+    status: str
+    """``done`` (ran now), ``skipped`` (was already done) or ``failed``."""
+    wall_s: float = 0.0
+    """Wall time of this invocation."""
+    gpu_hours: float = 0.0
+    """GPU-hours of the stages the run used (computed now or earlier)."""
+    stages: list[dict[str, Any]] = field(default_factory=list)
+    """Per stage: name, key, reused, wall_s, gpus."""
+    error: str | None = None
+    """Last line of the error, when failed."""
+
+
+def default_cache(run_dir: Path) -> Path:
+    """The stage cache of a run folder ``<root>/<grid>/<run>``: ``<root>/_stages``."""
+    return Path(run_dir).resolve().parent.parent / CACHE_DIRNAME
+
+
+def read_run_record(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """``run.json`` of a run folder, or None when there is none (or it cannot be read)."""
+    path = Path(run_dir) / RUN_FILE
+    try:
+        return read_json(path)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def update_run_record(run_dir: Path, **changes: Any) -> dict[str, Any]:
+    """Merge ``changes`` into ``run.json`` (atomically) and return the new record."""
+    record = read_run_record(run_dir) or {}
+    record.update(changes)
+    write_json_atomic(run_dir / RUN_FILE, record)
+    return record
+
+
+def is_complete(config: ExperimentConfig, run_dir: str | os.PathLike[str]) -> bool:
+    """True when ``run_dir`` holds a finished run of exactly this config."""
+    record = read_run_record(run_dir)
+    return bool(record and record.get("status") == "done" and record.get("fingerprint") == config.fingerprint())
+
+
+def _gpus_here() -> int:
+    """GPUs this job holds: Slurm's allocation when inside a job, else CUDA_VISIBLE_DEVICES, else torch's count."""
+    per_node = os.environ.get("SLURM_GPUS_ON_NODE")
+    if per_node and per_node.isdigit():
+        return int(per_node) * int(os.environ.get("SLURM_JOB_NUM_NODES", "1") or 1)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    torch = __import__("sys").modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        return int(torch.cuda.device_count())
+    return 0
+
+
+def _global_rank() -> int:
+    """Rank of this task in a multi-node job (0 outside Slurm)."""
+    return int(os.environ.get("SLURM_PROCID", "0") or 0)
+
+
+# ───────────────────────────── one run ─────────────────────────────
+
+
+def run_stages(
+    config: ExperimentConfig,
+    store: StageStore,
+    registry: Registry,
+    on_stage: Callable[[str, StageOutput], None] | None = None,
+) -> dict[str, StageOutput]:
+    """Run (or reuse) every stage of ``config`` in order; returns stage name → output.
+
+    Raises:
+        ConfigError: a stage is unavailable, misconfigured, or lacks an input stage.
+    """
+    resolved = registry.check(config)
+    outputs: dict[str, StageOutput] = {}
+    for name, stage_config in resolved.items():
+        stage = registry.get(name)
+        inputs: dict[str, Path] = {}
+        hashes: dict[str, str] = {}
+        for input_name, (source, rel) in stage.inputs(config.stages).items():
+            if source not in outputs:
+                raise ConfigError(f"stage {name!r} reads {source!r} output; add {source!r} to stages")
+            inputs[input_name] = outputs[source].path / rel if rel not in ("", ".") else outputs[source].path
+            hashes[input_name] = outputs[source].file_hash(rel)
+        config_dict = stage.config_dict(stage_config)
+        key = store.key(name, stage.version, config_dict, hashes)
+        info = {"config": config_dict, "inputs": hashes, "version": stage.version}
+        if _global_rank() != 0 and not stage.distributed:
+            outputs[name] = _wait_for(store, name, key)
+        else:
+            outputs[name] = store.build(name, key, _producer(stage, stage_config, inputs), info)
+        if on_stage is not None:
+            on_stage(name, outputs[name])
+    return outputs
+
+
+def _producer(stage: Any, stage_config: Any, inputs: Mapping[str, Path]) -> Callable[[Path], dict[str, Any]]:
+    def produce(work: Path) -> dict[str, Any]:
+        extra = stage.run(stage_config, inputs, work) or {}
+        extra.setdefault("gpus", _gpus_here() if stage.uses_gpu else 0)
+        return extra
+
+    return produce
+
+
+def _wait_for(store: StageStore, stage: str, key: str, poll_s: float = 5.0) -> StageOutput:
+    """On ranks > 0 of a multi-node job: wait until rank 0 has built a non-distributed stage."""
+    while (found := store.lookup(stage, key)) is None:
+        time.sleep(poll_s)
+    return found
+
+
+def run_experiment(
+    config: ExperimentConfig,
+    run_dir: str | os.PathLike[str],
+    *,
+    cache: str | os.PathLike[str] | None = None,
+    registry: Registry | None = None,
+    force: bool = False,
+    grid: str | None = None,
+) -> RunResult:
+    """Run one experiment into ``run_dir`` (skipped when already complete unless ``force``).
+
+    Errors inside a stage are recorded in ``run.json`` (status ``failed`` with the error's last line) and
+    re-raised. Preemption (``SystemExit`` from submitit's signal handler) leaves the status ``running`` so a
+    requeued job resumes.
+    """
+    run_dir = Path(run_dir)
+    if not force and is_complete(config, run_dir):
+        record = read_run_record(run_dir) or {}
+        return RunResult(config.name, run_dir, "skipped", 0.0, record.get("gpu_hours", 0.0), record.get("stages", []))
+    registry = registry or default_registry()
+    store = StageStore(cache or default_cache(run_dir))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(config, run_dir / "config.yaml")
+    started = time.time()
+    update_run_record(
+        run_dir,
+        name=config.name,
+        grid=grid or run_dir.parent.name,
+        fingerprint=config.fingerprint(),
+        status="running",
+        error=None,
+        started=started,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        restarts=int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0),
+    )
+    stage_rows: list[dict[str, Any]] = []
+
+    def on_stage(name: str, out: StageOutput) -> None:
+        row = {
+            "stage": name,
+            "key": out.key,
+            "reused": out.reused,
+            "wall_s": float(out.info.get("wall_s", 0.0)),
+            "gpus": int(out.info.get("gpus", 0)),
+        }
+        stage_rows.append(row)
+        update_run_record(run_dir, stages=stage_rows, current_stage=None)
+
+    try:
+        outputs = run_stages(config, store, registry, on_stage)
+        if _global_rank() != 0:
+            return RunResult(config.name, run_dir, "done", time.time() - started, 0.0, stage_rows)
+        gpu_hours = sum(r["wall_s"] * r["gpus"] for r in stage_rows) / 3600.0
+        wall_s = time.time() - started
+        _assemble_outputs(run_dir, outputs, wall_s, gpu_hours)
+    except Exception as exc:  # recorded as data for `star status`, then re-raised
+        update_run_record(
+            run_dir, status="failed", error=_last_line(exc), traceback=traceback.format_exc()[-4000:]
+        )
+        raise
+    update_run_record(
+        run_dir, status="done", finished=time.time(), wall_s=wall_s, gpu_hours=gpu_hours, stages=stage_rows
+    )
+    return RunResult(config.name, run_dir, "done", wall_s, gpu_hours, stage_rows)
+
+
+def _last_line(exc: BaseException) -> str:
+    """The last line of an error as ``Type: message``."""
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return text.splitlines()[-1] if text else type(exc).__name__
+
+
+def _assemble_outputs(run_dir: Path, outputs: Mapping[str, StageOutput], wall_s: float, gpu_hours: float) -> None:
+    """Copy/concatenate the stage outputs into the run folder (atomic writes)."""
+    import polars as pl
+
+    for filename, stage in COPIED_OUTPUTS.items():
+        if stage in outputs and (outputs[stage].path / filename).is_file():
+            with atomic_path(run_dir / filename) as tmp:
+                shutil.copyfile(outputs[stage].path / filename, tmp)
+    for filename in GATHERED_OUTPUTS:
+        frames = [
+            pl.read_parquet(out.path / filename).with_columns(pl.lit(name).alias("stage"))
+            for name, out in outputs.items()
+            if (out.path / filename).is_file()
+        ]
+        if filename == "metrics.parquet":
+            frames.append(_cost_metrics(outputs, wall_s, gpu_hours))
+        if frames:
+            frame = pl.concat([_metrics_schema(f) if filename == "metrics.parquet" else f for f in frames],
+                              how="diagonal_relaxed")
+            write_parquet_atomic(run_dir / filename, frame)
+
+
+def _metrics_schema(frame: pl.DataFrame) -> pl.DataFrame:
+    """Metrics rows as ``stage``, ``step`` (nullable int), ``metric``, ``value`` (float)."""
+    import polars as pl
+
+    if "step" not in frame.columns:
+        frame = frame.with_columns(pl.lit(None, dtype=pl.Int64).alias("step"))
+    return frame.select(
+        pl.col("stage").cast(pl.String),
+        pl.col("step").cast(pl.Int64),
+        pl.col("metric").cast(pl.String),
+        pl.col("value").cast(pl.Float64),
+    )
+
+
+def _cost_metrics(outputs: Mapping[str, StageOutput], wall_s: float, gpu_hours: float) -> pl.DataFrame:
+    """Cost rows: the run's wall time and GPU-hours, and each stage's wall time (computed or reused)."""
+    import polars as pl
+
+    rows = [("run", "cost/wall_s", wall_s), ("run", "cost/gpu_hours", gpu_hours)]
+    rows += [(name, "cost/stage_wall_s", float(out.info.get("wall_s", 0.0))) for name, out in outputs.items()]
+    return pl.DataFrame(
+        {
+            "stage": [r[0] for r in rows],
+            "step": pl.Series([None] * len(rows), dtype=pl.Int64),
+            "metric": [r[1] for r in rows],
+            "value": [float(r[2]) for r in rows],
+        }
+    )
+
+
+# ───────────────────────────── grids ─────────────────────────────
+
+
+def _checkpointable_base() -> type:
+    try:
+        from submitit.helpers import Checkpointable
+    except ImportError:  # pragma: no cover - submitit is a base dependency
+        return object
+    return Checkpointable
+
+
+class RunJob(_checkpointable_base()):  # type: ignore[misc]
+    """A picklable, checkpointable job: run one experiment; on preemption submitit requeues the same call.
+
+    Resuming needs no state in the job object: finished stages are reused from the cache and an interrupted
+    stage resumes from the ``_checkpoints`` it saved in its work folder.
+    """
+
+    def __init__(self, cache: str | None = None, grid: str | None = None) -> None:
+        self.cache = cache
+        self.grid = grid
+
+    def __call__(self, config: dict[str, Any], run_dir: str) -> dict[str, Any]:
+        """Run the experiment; returns the :class:`RunResult` as a dict (what ``job.result()`` gives)."""
+        result = run_experiment(ExperimentConfig.from_dict(config), run_dir, cache=self.cache, grid=self.grid)
+        return {**result.__dict__, "run_dir": str(result.run_dir)}
+
+
+def grid_dir(runs_root: str | os.PathLike[str], grid: Grid) -> Path:
+    """Folder of a grid: ``<runs_root>/<grid name>``."""
+    return Path(runs_root) / grid.name
+
+
+def run_grid_local(
+    grid: Grid,
+    runs_root: str | os.PathLike[str] = "runs",
+    *,
+    cache: str | os.PathLike[str] | None = None,
+    registry: Registry | None = None,
+    keep_going: bool = True,
+) -> list[RunResult]:
+    """Run every run of ``grid`` in this process, one after another (finished runs are skipped)."""
+    folder = grid_dir(runs_root, grid)
+    grid.write_manifest(folder)
+    cache = cache or Path(runs_root) / CACHE_DIRNAME
+    results = []
+    for config in grid.runs:
+        try:
+            results.append(run_experiment(config, folder / config.name, cache=cache, registry=registry, grid=grid.name))
+        except Exception as exc:
+            if not keep_going:
+                raise
+            results.append(RunResult(config.name, folder / config.name, "failed", error=_last_line(exc)))
+    return results
+
+
+def submit_grid(
+    grid: Grid,
+    profile: ClusterProfile,
+    runs_root: str | os.PathLike[str] = "runs",
+    *,
+    cache: str | os.PathLike[str] | None = None,
+    skip_complete: bool = True,
+) -> list[Any]:
+    """Submit the grid's unfinished runs as one submitit job array; returns the submitit jobs.
+
+    Each run's ``run.json`` records its job id and the submitit folder, so ``star status`` can ask Slurm
+    about runs that never started or died without a word (cancelled, killed, out of memory).
+    """
+    folder = grid_dir(runs_root, grid)
+    grid.write_manifest(folder)
+    todo = [c for c in grid.runs if not (skip_complete and is_complete(c, folder / c.name))]
+    if not todo:
+        return []
+    for config in todo:
+        run_dir = folder / config.name
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(config, run_dir / "config.yaml")
+        (run_dir / JOB_FILE).unlink(missing_ok=True)
+        update_run_record(
+            run_dir, name=config.name, grid=grid.name, fingerprint=config.fingerprint(), status="pending", error=None
+        )
+    submitit_dir = (folder / "_submitit").resolve()
+    executor = profile.executor(submitit_dir, job_name=grid.name)
+    job_fn = RunJob(cache=str(Path(cache or Path(runs_root) / CACHE_DIRNAME).resolve()), grid=grid.name)
+    jobs = executor.map_array(job_fn, [c.to_dict() for c in todo], [str((folder / c.name).resolve()) for c in todo])
+    for config, job in zip(todo, jobs):
+        # job.json is the submitter's file; run.json belongs to the job (no write races between the two)
+        write_json_atomic(
+            folder / config.name / JOB_FILE,
+            {"id": str(job.job_id), "folder": str(submitit_dir), "cluster": profile.cluster, "submitted": time.time()},
+        )
+    return jobs

@@ -1,0 +1,143 @@
+"""The stage registry: stage name → the function that runs it, its config type, its inputs and axes.
+
+A stage function has the signature ``run(config, inputs, out_dir) -> dict | None``: ``config`` is the stage's
+resolved config dataclass (its nested YAML section plus the experiment axes it reads), ``inputs`` maps input
+names to artifact paths of earlier stages, and the function writes its outputs into ``out_dir`` (it may return
+extra facts for ``stage.json``, such as ``{"gpus": 8}``). Conventional output files the runner gathers into the
+run folder: ``metrics.parquet`` (``step``, ``metric``, ``value``), ``rollouts.parquet``, ``eval.parquet``,
+``qa.parquet``.
+
+Each stage is wired to the real ``star_lib`` function in :mod:`star_lib.experiments.pipeline`; a stage whose
+package is not in this checkout yet reports itself unavailable (:func:`unavailable_reason`) instead of faking
+results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from star_lib.experiments.config import AXES, STAGE_NAMES, ConfigError, ExperimentConfig
+
+StageFn = Callable[[Any, Mapping[str, Path], Path], "dict[str, Any] | None"]
+"""``run(config, inputs, out_dir)``."""
+InputSpec = Callable[[tuple[str, ...]], "dict[str, tuple[str, str]]"]
+"""Given the experiment's stage list, the inputs ``{name: (stage, artifact path inside its output)}``."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage as the runner sees it."""
+
+    name: str
+    """Stage name (one of ``STAGE_NAMES``)."""
+    run: StageFn
+    """Writes the stage's outputs; see the module docstring."""
+    config_type: type
+    """Dataclass of the resolved stage config (nested section fields + the axes the stage reads)."""
+    inputs: InputSpec = lambda stages: {}
+    """Inputs it reads from earlier stages."""
+    requires: tuple[str, ...] = ()
+    """Modules (``module`` or ``module:attribute``) that must exist in this checkout for the stage to run."""
+    version: str = "1"
+    """Bumped when the stage's code changes its outputs (part of the content key)."""
+    uses_gpu: bool = False
+    """Counts towards GPU-hours when run on GPUs."""
+    distributed: bool = False
+    """Runs on every node of a multi-node job (torchrun/accelerate), not only on rank 0."""
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        """The experiment axes this stage reads (its config fields named like an axis)."""
+        return tuple(f.name for f in fields(self.config_type) if f.name in AXES)
+
+    def resolve_config(self, experiment: ExperimentConfig) -> Any:
+        """The typed stage config: the experiment's nested section plus the axes this stage reads.
+
+        Raises:
+            ConfigError: a key of the section is unknown, sets an axis, or has a value the stage refuses.
+        """
+        section = experiment.section(self.name)
+        section_key = self.name.replace("-", "_")
+        own = [f.name for f in fields(self.config_type) if f.name not in AXES]
+        shadowed = sorted(set(section) & set(self.axes))
+        if shadowed:
+            raise ConfigError(f"{section_key}.{shadowed[0]}: set it at the top level (it is an experiment axis)")
+        unknown = sorted(set(section) - set(own))
+        if unknown:
+            raise ConfigError(f"{section_key}: unknown key(s) {unknown}; allowed keys are {own}")
+        values = {**section, **{axis: getattr(experiment, axis) for axis in self.axes}}
+        try:
+            return self.config_type(**values)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{section_key}: {exc}") from None
+
+    def config_dict(self, config: Any) -> dict[str, Any]:
+        """JSON-able form of a resolved config (part of the content key)."""
+        return dataclasses.asdict(config)
+
+
+def unavailable_reason(stage: Stage) -> str | None:
+    """Why ``stage`` cannot run in this checkout (a missing module or attribute), or None."""
+    for requirement in stage.requires:
+        module, _, attribute = requirement.partition(":")
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            return f"stage {stage.name!r} needs {module}, which is not in this checkout yet"
+        if attribute and not hasattr(importlib.import_module(module), attribute):
+            return f"stage {stage.name!r} needs {module}.{attribute}, which is not in this checkout yet"
+    return None
+
+
+@dataclass
+class Registry:
+    """Stage name → :class:`Stage`; tests may build their own."""
+
+    stages: dict[str, Stage] = field(default_factory=dict)
+
+    def add(self, stage: Stage) -> Stage:
+        """Register (or replace) a stage."""
+        if stage.name not in STAGE_NAMES:
+            raise ValueError(f"stage name {stage.name!r} is not one of {list(STAGE_NAMES)}")
+        self.stages[stage.name] = stage
+        return stage
+
+    def get(self, name: str) -> Stage:
+        """The stage called ``name``.
+
+        Raises:
+            ConfigError: when no stage of that name is registered.
+        """
+        if name not in self.stages:
+            raise ConfigError(f"stage {name!r} is not registered; registered stages: {list(self.stages)}")
+        return self.stages[name]
+
+    def check(self, experiment: ExperimentConfig) -> dict[str, Any]:
+        """Resolve every requested stage's config and check that it can run here.
+
+        Returns:
+            Stage name → resolved config, in pipeline order.
+
+        Raises:
+            ConfigError: a bad section value, or stages that are not available in this checkout.
+        """
+        resolved = {name: self.get(name).resolve_config(experiment) for name in experiment.stages}
+        missing = [r for name in experiment.stages if (r := unavailable_reason(self.get(name)))]
+        if missing:
+            raise ConfigError("; ".join(missing) + f" — drop those from `stages` (now {list(experiment.stages)})")
+        return resolved
+
+
+def default_registry() -> Registry:
+    """The registry wired to the real ``star_lib`` stages."""
+    from star_lib.experiments.pipeline import build_registry
+
+    return build_registry()
