@@ -1,0 +1,399 @@
+"""Model presets: the ``tiny`` CPU model and the paper's Qwen2.5-{1.5B,3B,7B}-Instruct checkpoints.
+
+A :class:`ModelPreset` is plain data — importing this module loads neither torch nor transformers and touches
+no hub. Weights load only when :func:`load_model_and_tokenizer` is called:
+
+- a ``qwen2.5-*`` preset loads its hub id, or a local folder given as ``path`` (or found under
+  ``$STAR_MODELS_DIR``);
+- ``tiny`` has no published checkpoint: :func:`build_tiny_model` creates a Qwen2-architecture model from a
+  config for a tokenizer from :func:`star_lib.train.tokenizer.train_tokenizer`, and ``save_pretrained``
+  writes a folder that :func:`load_model_and_tokenizer` reads back.
+
+SFT hyperparameters: the Qwen presets carry the paper's (lr 5e-6, cosine, warmup 0.1, 6 epochs for 1.5B and
+4 for 3B/7B, bf16, long context); ``tiny`` carries values sized for 2 CPU cores and a from-scratch model
+(``../shared/STACK.md``, "Tiny models on CPU").
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+MODELS_DIR_ENV = "STAR_MODELS_DIR"
+"""Environment variable: a folder holding local checkpoints named like their hub ids' last part
+(``$STAR_MODELS_DIR/Qwen2.5-1.5B-Instruct``); used when a Qwen preset is loaded without ``path``."""
+
+
+@dataclass(frozen=True)
+class TinyArchitecture:
+    """Shape of the from-scratch Qwen2-architecture model (``transformers.Qwen2Config`` fields)."""
+
+    hidden_size: int = 192
+    """Width; the probe's 2.2 M-parameter model used 192 (STACK.md)."""
+    num_hidden_layers: int = 3
+    """Depth."""
+    num_attention_heads: int = 4
+    """Query heads; must divide ``hidden_size``."""
+    num_key_value_heads: int = 2
+    """Key/value heads (grouped-query attention as in Qwen2); must divide ``num_attention_heads``."""
+    intermediate_size: int = 512
+    """MLP width."""
+    max_position_embeddings: int = 4096
+    """Longest sequence the rotary embedding is configured for."""
+    rope_theta: float = 10000.0
+    """Rotary base frequency."""
+    tie_word_embeddings: bool = True
+    """Share input and output embeddings (most parameters of a tiny model are the embedding)."""
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size={self.hidden_size} must be divisible by "
+                f"num_attention_heads={self.num_attention_heads}"
+            )
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"num_attention_heads={self.num_attention_heads} must be a multiple of "
+                f"num_key_value_heads={self.num_key_value_heads}"
+            )
+        if (
+            min(
+                self.hidden_size, self.num_hidden_layers, self.intermediate_size, self.max_position_embeddings
+            )
+            < 1
+        ):
+            raise ValueError(
+                "hidden_size, num_hidden_layers, intermediate_size, max_position_embeddings must be >= 1"
+            )
+
+
+@dataclass(frozen=True)
+class SFTHyperparams:
+    """Default SFT hyperparameters of a preset (``star sft`` flags override them)."""
+
+    learning_rate: float
+    """Peak learning rate."""
+    lr_scheduler_type: str = "cosine"
+    """Transformers scheduler name."""
+    warmup_ratio: float = 0.1
+    """Share of the steps spent warming up linearly."""
+    num_train_epochs: float = 3.0
+    """Passes over the SFT set."""
+    per_device_train_batch_size: int = 1
+    """Sequences per device per step."""
+    gradient_accumulation_steps: int = 1
+    """Micro-batches per optimizer step."""
+    max_length: int = 2048
+    """Longest tokenised conversation kept (longer ones are truncated)."""
+    bf16: bool = True
+    """bfloat16 mixed precision (autocast on CPU)."""
+    gradient_checkpointing: bool = False
+    """Trade compute for memory (useful for long contexts on GPU, wasteful for the tiny model)."""
+
+    def __post_init__(self) -> None:
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if min(self.per_device_train_batch_size, self.gradient_accumulation_steps, self.max_length) < 1:
+            raise ValueError("batch size, gradient accumulation and max_length must be >= 1")
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    """A named model choice: where the weights come from and how to fine-tune them."""
+
+    name: str
+    """Preset name (``tiny``, ``qwen2.5-1.5b``, …)."""
+    description: str
+    """One line for ``star`` listings and reports."""
+    sft: SFTHyperparams
+    """Default SFT hyperparameters."""
+    hub_id: str | None = None
+    """Hugging Face hub id of the checkpoint; None for ``tiny`` (built from :attr:`architecture`)."""
+    architecture: TinyArchitecture | None = None
+    """Model shape for presets built from a config; None for hub checkpoints."""
+    dtype: str = "bfloat16"
+    """Weight dtype when loading (``float32`` for the tiny CPU model; bf16 autocast still applies)."""
+
+    @property
+    def is_tiny(self) -> bool:
+        """Built from a config rather than loaded from a checkpoint."""
+        return self.architecture is not None
+
+    def __post_init__(self) -> None:
+        if (self.hub_id is None) == (self.architecture is None):
+            raise ValueError(f"preset {self.name!r} needs exactly one of hub_id or architecture")
+
+
+def _qwen(size: str, epochs: int) -> ModelPreset:
+    return ModelPreset(
+        name=f"qwen2.5-{size.lower()}",
+        description=f"Qwen2.5-{size}-Instruct (paper scale; GPU)",
+        hub_id=f"Qwen/Qwen2.5-{size}-Instruct",
+        sft=SFTHyperparams(
+            learning_rate=5e-6,  # paper: SFT cold start, lr 5e-6, cosine, warmup 0.1
+            lr_scheduler_type="cosine",
+            warmup_ratio=0.1,
+            num_train_epochs=float(epochs),  # paper: 6 epochs for 1.5B, 4 for 3B and 7B
+            per_device_train_batch_size=1,  # not in the paper: one long trajectory per device
+            gradient_accumulation_steps=8,  # not in the paper
+            max_length=32768,  # paper: long context; Qwen2.5's native window
+            bf16=True,
+            gradient_checkpointing=True,
+        ),
+    )
+
+
+PRESETS: dict[str, ModelPreset] = {
+    "tiny": ModelPreset(
+        name="tiny",
+        description="2-3 M-parameter Qwen2-architecture model from a config + trained BPE tokenizer (CPU)",
+        architecture=TinyArchitecture(),
+        dtype="float32",
+        sft=SFTHyperparams(
+            learning_rate=2e-3,  # from scratch: orders of magnitude above fine-tuning rates
+            lr_scheduler_type="cosine",
+            warmup_ratio=0.05,
+            num_train_epochs=3.0,
+            per_device_train_batch_size=16,  # the probe's batch (STACK.md)
+            gradient_accumulation_steps=1,
+            max_length=2048,
+            bf16=True,
+            gradient_checkpointing=False,
+        ),
+    ),
+    "qwen2.5-1.5b": _qwen("1.5B", epochs=6),
+    "qwen2.5-3b": _qwen("3B", epochs=4),
+    "qwen2.5-7b": _qwen("7B", epochs=4),
+}
+"""All presets by name."""
+
+
+def get_preset(name: str | ModelPreset) -> ModelPreset:
+    """Look up the preset called ``name`` (a :class:`ModelPreset` passes through).
+
+    Raises:
+        ValueError: listing the known presets.
+
+    """
+    if isinstance(name, ModelPreset):
+        return name
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError(f"unknown model preset {name!r}; choose one of {sorted(PRESETS)}") from None
+
+
+def _is_local_like(text: str) -> bool:
+    """Strings that can only mean a local folder (a hub id is exactly ``owner/name``)."""
+    return text.startswith((".", "/", "~")) or "\\" in text or text.count("/") > 1
+
+
+def resolve_model_source(preset_or_path: str | Path | ModelPreset, path: str | Path | None = None) -> str:
+    """Where the weights of ``preset_or_path`` come from: a local folder or a hub id. Touches no network.
+
+    Args:
+        preset_or_path: a preset name or object, a local checkpoint folder, or a hub id (``owner/name``).
+        path: a local folder overriding the preset's hub id.
+
+    Raises:
+        FileNotFoundError: a local folder that does not exist or holds no ``config.json``.
+        ValueError: ``tiny`` without a folder (it has no published checkpoint).
+
+    """
+    if path is not None:
+        return _check_folder(Path(path).expanduser(), f"model path for {preset_or_path!s}")
+    if isinstance(preset_or_path, ModelPreset) or str(preset_or_path) in PRESETS:
+        preset = get_preset(
+            preset_or_path if isinstance(preset_or_path, ModelPreset) else str(preset_or_path)
+        )
+        if preset.hub_id is None:
+            raise ValueError(
+                f"preset {preset.name!r} has no published checkpoint: build one with "
+                "star_lib.train.models.build_tiny_model(tokenizer) (or `star sft --preset tiny`, which "
+                "trains the tokenizer and model) and pass its folder as path="
+            )
+        models_dir = os.environ.get(MODELS_DIR_ENV)
+        if models_dir:
+            candidate = Path(models_dir).expanduser() / preset.hub_id.split("/")[-1]
+            if candidate.is_dir():
+                return _check_folder(candidate, f"${MODELS_DIR_ENV} copy of {preset.hub_id}")
+        return preset.hub_id
+    text = str(preset_or_path)
+    if Path(text).expanduser().exists() or _is_local_like(text):
+        return _check_folder(Path(text).expanduser(), "model path")
+    if text.count("/") != 1:
+        raise ValueError(
+            f"{text!r} is neither a preset ({sorted(PRESETS)}), a local folder, nor a hub id owner/name"
+        )
+    return text
+
+
+def _check_folder(folder: Path, what: str) -> str:
+    if not folder.exists():
+        raise FileNotFoundError(
+            f"{what}: {folder} does not exist; pass a folder holding a saved checkpoint (config.json, "
+            "weights, tokenizer files) or leave the path out to use the preset's hub id"
+        )
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(
+            f"{what}: {folder} holds no config.json; point at the checkpoint folder itself"
+        )
+    return str(folder)
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    try:
+        return getattr(torch, name)
+    except AttributeError:
+        raise ValueError(f"unknown dtype {name!r}; use float32, bfloat16 or float16") from None
+
+
+def load_model_and_tokenizer(
+    preset_or_path: str | Path | ModelPreset,
+    *,
+    path: str | Path | None = None,
+    dtype: str | None = None,
+    device: str | None = None,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load a causal LM and its tokenizer; the only function here that reads weights.
+
+    Args:
+        preset_or_path: a preset name (``qwen2.5-1.5b``…), a :class:`ModelPreset`, a local checkpoint folder
+            or a hub id.
+        path: a local folder to load instead of the preset's hub id (required for ``tiny``).
+        dtype: weight dtype name; defaults to the preset's (``float32`` for folders without a preset).
+        device: ``cpu``, ``cuda``…; None leaves the model where transformers puts it (CPU).
+
+    Returns:
+        ``(model, tokenizer)``; the tokenizer has a pad token, and a Qwen2.5 chat template is made
+        byte-identical to TRL's so ``assistant_only_loss`` works (:func:`align_chat_template`).
+
+    Raises:
+        FileNotFoundError: a local folder that does not exist (message says what to pass instead).
+
+    """
+    source = resolve_model_source(preset_or_path, path)
+    preset = (
+        get_preset(preset_or_path if isinstance(preset_or_path, ModelPreset) else str(preset_or_path))
+        if isinstance(preset_or_path, ModelPreset) or str(preset_or_path) in PRESETS
+        else None
+    )
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from star_lib.train.tokenizer import PAD_TOKEN, align_chat_template
+
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    align_chat_template(tokenizer)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = PAD_TOKEN if PAD_TOKEN in tokenizer.get_vocab() else tokenizer.eos_token
+    dtype_name = dtype or (preset.dtype if preset else "float32")
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=_torch_dtype(dtype_name))
+    if device is not None:
+        model = model.to(device)
+    return model, tokenizer
+
+
+def build_tiny_model(
+    tokenizer: PreTrainedTokenizerBase,
+    architecture: TinyArchitecture | None = None,
+    *,
+    seed: int = 0,
+) -> PreTrainedModel:
+    """Build a freshly initialised Qwen2-architecture causal LM sized for ``tokenizer``'s vocabulary.
+
+    Args:
+        tokenizer: the tokenizer whose ids the model reads (its ``eos``/``pad`` ids go into the config).
+        architecture: model shape; defaults to the ``tiny`` preset's.
+        seed: initialisation seed (same seed, same weights).
+
+    Example:
+        >>> model = build_tiny_model(tok)  # doctest: +SKIP
+        >>> model.save_pretrained("runs/tiny/base"); tok.save_pretrained("runs/tiny/base")  # doctest: +SKIP
+
+    """
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    arch = architecture or PRESETS["tiny"].architecture
+    assert arch is not None
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=arch.hidden_size,
+        intermediate_size=arch.intermediate_size,
+        num_hidden_layers=arch.num_hidden_layers,
+        num_attention_heads=arch.num_attention_heads,
+        num_key_value_heads=arch.num_key_value_heads,
+        max_position_embeddings=arch.max_position_embeddings,
+        rope_theta=arch.rope_theta,
+        tie_word_embeddings=arch.tie_word_embeddings,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        model = Qwen2ForCausalLM(config)
+    finally:
+        torch.random.set_rng_state(generator_state)
+    model.generation_config = GenerationConfig(
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None
+    )
+    return model
+
+
+def count_parameters(model: Any) -> int:
+    """Count distinct parameters (tied embeddings counted once)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+@dataclass(frozen=True)
+class TinyBuild:
+    """What :func:`build_tiny` wrote."""
+
+    path: Path
+    """Folder with the model and tokenizer (``save_pretrained`` layout)."""
+    parameters: int
+    """Parameter count."""
+    vocab_size: int
+    """Tokenizer size (learned + special + protocol + whole-word tokens)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Anything else worth logging."""
+
+
+def build_tiny(
+    texts: Any,
+    out_dir: str | Path,
+    *,
+    tokenizer_config: Any = None,
+    architecture: TinyArchitecture | None = None,
+    seed: int = 0,
+) -> TinyBuild:
+    """Train the tiny tokenizer on ``texts``, build the model for it, and save both under ``out_dir``.
+
+    Args:
+        texts: the tokenizer's training corpus (an iterable of strings).
+        out_dir: destination folder (created).
+        tokenizer_config: a :class:`star_lib.train.tokenizer.TokenizerConfig`; defaults to its defaults.
+        architecture: model shape; defaults to the ``tiny`` preset's.
+        seed: model initialisation seed.
+
+    """
+    from star_lib.train.tokenizer import train_tokenizer
+
+    tokenizer = train_tokenizer(texts, tokenizer_config)
+    model = build_tiny_model(tokenizer, architecture, seed=seed)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return TinyBuild(path=out, parameters=count_parameters(model), vocab_size=len(tokenizer))

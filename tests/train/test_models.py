@@ -1,0 +1,153 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from star_lib.train.models import (
+    MODELS_DIR_ENV,
+    PRESETS,
+    TinyArchitecture,
+    build_tiny,
+    build_tiny_model,
+    count_parameters,
+    get_preset,
+    load_model_and_tokenizer,
+    resolve_model_source,
+)
+
+SMALL = TinyArchitecture(
+    hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, intermediate_size=64
+)
+
+
+def test_models_import_loads_no_heavy_modules():
+    code = (
+        "import sys, json, star_lib.train.models as m; m.PRESETS['qwen2.5-7b']; "
+        "print(json.dumps([k for k in ('torch', 'transformers', 'trl', 'huggingface_hub', 'tokenizers') "
+        "if k in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+
+
+def test_models_presets_carry_paper_sft_hyperparameters():
+    assert set(PRESETS) == {"tiny", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b"}
+    epochs = {"qwen2.5-1.5b": 6, "qwen2.5-3b": 4, "qwen2.5-7b": 4}
+    for name, n in epochs.items():
+        preset = PRESETS[name]
+        assert preset.sft.learning_rate == 5e-6 and preset.sft.lr_scheduler_type == "cosine"
+        assert preset.sft.warmup_ratio == 0.1 and preset.sft.num_train_epochs == n and preset.sft.bf16
+        assert preset.sft.max_length >= 16384
+        assert preset.hub_id.startswith("Qwen/Qwen2.5-") and preset.hub_id.endswith("-Instruct")
+        assert not preset.is_tiny
+    tiny = PRESETS["tiny"]
+    assert tiny.is_tiny and tiny.hub_id is None and tiny.sft.learning_rate > 1e-4
+
+
+def test_models_unknown_preset_lists_known_ones():
+    with pytest.raises(ValueError, match="qwen2.5-1.5b"):
+        get_preset("qwen-9b")
+
+
+def test_models_missing_local_path_gives_clear_error(tmp_path: Path):
+    missing = tmp_path / "Qwen2.5-1.5B-Instruct"
+    with pytest.raises(FileNotFoundError, match="does not exist.*hub id"):
+        load_model_and_tokenizer("qwen2.5-1.5b", path=missing)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_model_and_tokenizer(str(missing))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        load_model_and_tokenizer("qwen2.5-3b", path=tmp_path / "empty")
+
+
+def test_models_tiny_without_path_says_how_to_build():
+    with pytest.raises(ValueError, match="build_tiny_model"):
+        resolve_model_source("tiny")
+
+
+def test_models_resolve_source_hub_ids_without_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv(MODELS_DIR_ENV, raising=False)
+    assert resolve_model_source("qwen2.5-7b") == "Qwen/Qwen2.5-7B-Instruct"
+    assert resolve_model_source("Qwen/Qwen2.5-3B-Instruct") == "Qwen/Qwen2.5-3B-Instruct"
+    local = tmp_path / "Qwen2.5-1.5B-Instruct"
+    local.mkdir()
+    (local / "config.json").write_text("{}")
+    monkeypatch.setenv(MODELS_DIR_ENV, str(tmp_path))
+    assert resolve_model_source("qwen2.5-1.5b") == str(local)
+    with pytest.raises(ValueError, match="neither a preset"):
+        resolve_model_source("not-a-model")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"hidden_size": 100, "num_attention_heads": 3}, {"num_attention_heads": 4, "num_key_value_heads": 3}],
+)
+def test_models_architecture_rejects_bad_shapes(kwargs):
+    with pytest.raises(ValueError):
+        TinyArchitecture(**kwargs)
+
+
+def test_models_tiny_model_matches_tokenizer_and_preset(tiny_tokenizer):
+    model = build_tiny_model(tiny_tokenizer)
+    cfg = model.config
+    arch = PRESETS["tiny"].architecture
+    assert cfg.model_type == "qwen2" and cfg.vocab_size == len(tiny_tokenizer)
+    assert (cfg.hidden_size, cfg.num_hidden_layers) == (arch.hidden_size, arch.num_hidden_layers)
+    assert cfg.tie_word_embeddings and model.lm_head.weight is model.model.embed_tokens.weight
+    assert model.generation_config.eos_token_id == tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert 0.5e6 < count_parameters(model) < 10e6
+
+
+def test_models_tiny_model_seed_determinism(tiny_tokenizer):
+    import torch
+
+    a, b = build_tiny_model(tiny_tokenizer, SMALL, seed=3), build_tiny_model(tiny_tokenizer, SMALL, seed=3)
+    c = build_tiny_model(tiny_tokenizer, SMALL, seed=4)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+    assert not torch.equal(a.model.embed_tokens.weight, c.model.embed_tokens.weight)
+
+
+def test_models_build_tiny_saves_and_loads_back(tmp_path: Path, sft_rows):
+    import torch
+
+    texts = [m["content"] for row in sft_rows for m in row["messages"]]
+    built = build_tiny(texts, tmp_path / "tiny", architecture=SMALL, seed=1)
+    model, tok = load_model_and_tokenizer("tiny", path=built.path)
+    assert built.vocab_size == len(tok) and built.parameters == count_parameters(model)
+    assert model.dtype == torch.float32
+    ids = tok("<|im_start|>user\nSarasota<|im_end|>", return_tensors="pt")["input_ids"]
+    fresh = build_tiny_model(tok, SMALL, seed=1)
+    with torch.no_grad():
+        assert torch.allclose(model(ids).logits, fresh(ids).logits, atol=1e-6)
+    again, _ = load_model_and_tokenizer(str(built.path))
+    assert type(again) is type(model)
+
+
+def test_models_load_aligns_stock_qwen25_template(tmp_path: Path, qwen_tokenizer_dir: Path):
+    """A local Qwen2.5 folder with the stock template comes back with TRL's exact template."""
+    from transformers import AutoTokenizer
+
+    from star_lib.train.tokenizer import trl_qwen2_5_chat_template
+
+    tok = AutoTokenizer.from_pretrained(qwen_tokenizer_dir)
+    tok.chat_template = (qwen_tokenizer_dir / "qwen2.5_instruct_chat_template.jinja").read_text(
+        encoding="utf-8"
+    )
+    model = build_tiny_model(
+        tok,
+        TinyArchitecture(
+            hidden_size=8,
+            num_hidden_layers=1,
+            num_attention_heads=1,
+            num_key_value_heads=1,
+            intermediate_size=8,
+        ),
+    )
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    _, loaded = load_model_and_tokenizer("qwen2.5-1.5b", path=tmp_path, dtype="float32")
+    assert loaded.chat_template == trl_qwen2_5_chat_template()
