@@ -1,0 +1,129 @@
+"""``star sft``: SFT cold start on teacher trajectories (TRL SFTTrainer, loss on assistant turns only).
+
+Example::
+
+    star sft --data data/sft/ --preset tiny --out runs/tiny/sft --copy-warmup-steps 1500 --time-budget 600
+    star sft --data data/sft/ --preset qwen2.5-1.5b --model /models/Qwen2.5-1.5B-Instruct --out runs/q15/sft
+
+Flags left out take the preset's values (``star_lib.train.models.PRESETS``). The run folder receives
+``config.yaml``, ``checkpoints/``, ``model/`` and ``metrics.parquet``; the last line printed is a JSON
+summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    """Add ``star sft``."""
+    from star_lib.train.models import PRESETS
+
+    parser = subparsers.add_parser(
+        "sft",
+        help="supervised fine-tuning on teacher trajectories (TRL SFTTrainer)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--data", required=True, help="SFT JSONL file or folder of *.jsonl (messages + tools)"
+    )
+    parser.add_argument("--out", required=True, help="run folder, e.g. runs/<experiment>/<run>")
+    parser.add_argument("--preset", default="tiny", choices=sorted(PRESETS), help="model preset")
+    parser.add_argument(
+        "--model", default=None, help="start from this checkpoint folder instead of the preset's"
+    )
+    parser.add_argument("--eval-data", default=None, help="held-out SFT JSONL file or folder")
+    parser.add_argument("--max-steps", type=int, default=-1, help="optimizer steps (-1: run the epochs)")
+    parser.add_argument("--epochs", type=float, default=None, help="passes over the data")
+    parser.add_argument("--lr", type=float, default=None, help="peak learning rate")
+    parser.add_argument(
+        "--batch-size", type=int, default=None, help="conversations per device per micro-batch"
+    )
+    parser.add_argument("--grad-accum", type=int, default=None, help="micro-batches per optimizer step")
+    parser.add_argument("--max-length", type=int, default=None, help="longest tokenised conversation")
+    parser.add_argument("--warmup-ratio", type=float, default=None, help="share of steps warming up the lr")
+    parser.add_argument(
+        "--bf16", action=argparse.BooleanOptionalAction, default=None, help="bf16 mixed precision"
+    )
+    parser.add_argument("--time-budget", type=float, default=None, help="stop SFT after this many seconds")
+    parser.add_argument("--logging-steps", type=int, default=10, help="log every this many steps")
+    parser.add_argument("--save-steps", type=int, default=500, help="checkpoint every this many steps")
+    parser.add_argument("--seed", type=int, default=0, help="seed")
+    parser.add_argument("--vocab-size", type=int, default=None, help="tiny: BPE vocabulary size")
+    parser.add_argument(
+        "--copy-warmup-steps", type=int, default=0, help="copy-task warm-up steps before SFT (0: none)"
+    )
+    parser.add_argument(
+        "--copy-warmup-time", type=float, default=None, help="copy warm-up time budget (seconds)"
+    )
+    parser.add_argument("--resume", default=None, help="checkpoint folder to resume from")
+    parser.set_defaults(func=run_sft_command)
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    """Build the :class:`star_lib.train.sft.SFTRunConfig` the flags describe."""
+    from star_lib.train.sft import SFTRunConfig
+    from star_lib.train.tokenizer import TokenizerConfig
+    from star_lib.train.warmup import CopyWarmupConfig
+
+    warmup = None
+    if args.copy_warmup_steps > 0:
+        warmup = CopyWarmupConfig(
+            steps=args.copy_warmup_steps, time_budget_s=args.copy_warmup_time, seed=args.seed
+        )
+    tokenizer = TokenizerConfig(vocab_size=args.vocab_size) if args.vocab_size else TokenizerConfig()
+    return SFTRunConfig(
+        data=args.data,
+        output_dir=args.out,
+        preset=args.preset,
+        model_path=args.model,
+        eval_data=args.eval_data,
+        max_steps=args.max_steps,
+        num_train_epochs=args.epochs,
+        learning_rate=args.lr,
+        per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.grad_accum,
+        max_length=args.max_length,
+        warmup_ratio=args.warmup_ratio,
+        bf16=args.bf16,
+        time_budget_s=args.time_budget,
+        logging_steps=args.logging_steps,
+        save_steps=args.save_steps,
+        seed=args.seed,
+        copy_warmup=warmup,
+        tokenizer=tokenizer,
+        resume_from_checkpoint=args.resume,
+    )
+
+
+def run_sft_command(args: argparse.Namespace) -> int:
+    """Run ``star sft``: train, then print a table and a JSON summary line."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from star_lib.train.sft import run_sft
+
+    result = run_sft(config_from_args(args))
+    summary = {
+        "model_dir": str(result.model_dir),
+        "steps": result.steps,
+        "first_loss": round(result.first_loss, 4),
+        "last_loss": round(result.last_loss, 4),
+        "train_tokens": result.train_tokens,
+        "seconds": round(result.seconds, 1),
+        "tokens_per_s": round(result.tokens_per_s, 1),
+        "warmup_steps": result.warmup.steps if result.warmup else 0,
+        "warmup_final_loss": round(result.warmup.final_loss, 4) if result.warmup else None,
+    }
+    table = Table(title=f"star sft → {Path(args.out)}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in summary.items():
+        table.add_row(key, str(value))
+    Console(stderr=True).print(table)
+    print(json.dumps(summary))
+    return 0

@@ -1,0 +1,115 @@
+"""Training metrics to ``<run>/metrics.parquet``: one row per logging event, keys grouped by prefix.
+
+:class:`MetricsLog` keeps the rows and rewrites the parquet file atomically after each event (so a notebook
+can read it mid-run); :class:`ParquetMetricsCallback` feeds it from a ``transformers``/TRL trainer's logs
+(SFT and GRPO alike). Key names follow STYLE.md: ``train/…``, ``eval/…``, ``reward/…``, ``env/…``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+_RENAMES = {"loss": "train/loss", "learning_rate": "train/learning_rate", "grad_norm": "train/grad_norm"}
+_SUMMARY = {"train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss", "total_flos"}
+"""Keys of the trainer's end-of-training summary (``train_loss`` is the run's mean loss, not a step's)."""
+
+
+def metric_key(key: str) -> str:
+    """Map a trainer log key to its prefixed metric name.
+
+    ``loss`` → ``train/loss``, ``eval_loss`` → ``eval/loss``, the end-of-training summary ``train_loss`` →
+    ``summary/loss``; keys that already have a prefix pass unchanged.
+
+    >>> metric_key("eval_loss"), metric_key("mean_token_accuracy"), metric_key("reward/sum")
+    ('eval/loss', 'train/mean_token_accuracy', 'reward/sum')
+    """
+    if key in _RENAMES:
+        return _RENAMES[key]
+    if key in _SUMMARY:
+        return "summary/" + key.removeprefix("train_")
+    if key.startswith("eval_"):
+        return "eval/" + key.removeprefix("eval_")
+    if "/" in key:
+        return key
+    return "train/" + key
+
+
+class MetricsLog:
+    """Rows of metrics written to one parquet file; an existing file is appended to (resumed runs)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.rows: list[dict[str, Any]] = []
+        if self.path.is_file():
+            import polars as pl
+
+            self.rows = pl.read_parquet(self.path).to_dicts()
+
+    def append(
+        self, stage: str, step: int, values: Mapping[str, Any], *, flush: bool = True
+    ) -> dict[str, Any]:
+        """Add one row: ``stage``, ``step``, wall-clock ``time`` and every finite numeric value (as float).
+
+        Non-numeric values (strings, lists) are dropped; keys are passed through :func:`metric_key`.
+        """
+        row: dict[str, Any] = {"stage": stage, "step": int(step), "time": time.time()}
+        for key, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            if math.isfinite(value):
+                row[metric_key(key)] = float(value)
+        self.rows.append(row)
+        if flush:
+            self.flush()
+        return row
+
+    def flush(self) -> None:
+        """Rewrite the parquet file atomically (write a temporary file, then rename)."""
+        if not self.rows:
+            return
+        import polars as pl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        frame = pl.from_dicts(self.rows, infer_schema_length=None)
+        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+        frame.write_parquet(tmp)
+        os.replace(tmp, self.path)
+
+
+class ParquetMetricsCallback(TrainerCallback):
+    """Send every trainer log event to a :class:`MetricsLog` (stage ``sft`` or ``rl``)."""
+
+    def __init__(self, log: MetricsLog, stage: str) -> None:
+        self.log = log
+        self.stage = stage
+
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        """Record ``logs`` with the global step and epoch."""
+        if logs:
+            self.log.append(self.stage, state.global_step, {**logs, "epoch": state.epoch or 0.0})
+
+
+class TimeBudgetCallback(TrainerCallback):
+    """Stop training once ``budget_s`` seconds of training have passed (checked after each step)."""
+
+    def __init__(self, budget_s: float) -> None:
+        self.budget_s = budget_s
+        self.start = time.monotonic()
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Start the clock."""
+        self.start = time.monotonic()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Ask the trainer to stop (it then saves and returns normally) when the budget is spent."""
+        if time.monotonic() - self.start >= self.budget_s:
+            control.should_training_stop = True

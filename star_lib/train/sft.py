@@ -1,0 +1,437 @@
+r"""SFT cold start: TRL ``SFTTrainer`` on the teacher's trajectories, loss on assistant turns only.
+
+Input: JSONL rows ``{"messages": [...], "tools": [...]}`` as ``star teacher`` writes them. Assistant
+``content`` is the raw model text (``<think>…</think><tool_call>{…}</tool_call>`` or
+``…<answer>[…]</answer>``); tool results are ``role: "tool"`` messages that the Qwen2.5 template renders
+as ``<tool_response>`` user turns.
+
+``assistant_only_loss=True`` needs ``{% generation %}`` markers; our tokenizers carry TRL's exact ``qwen2_5``
+template, so TRL swaps in its training variant (``../shared/STACK.md``). The trained tokens of each assistant
+turn are ``"\n" + content + "<|im_end|>\n"`` — the turn's text plus the stop token the model must learn.
+
+Run folder (``output_dir``)::
+
+    config.yaml          this run's SFTRunConfig
+    base/                the freshly built tiny model + tokenizer (tiny preset without model_path)
+    checkpoints/         TRL checkpoints (checkpoint-<step>/)
+    model/               the final model + tokenizer
+    metrics.parquet      one row per log event (stage warmup | sft), see star_lib.train.metrics
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from star_lib.train.models import PRESETS, ModelPreset, get_preset
+from star_lib.train.tokenizer import TokenizerConfig
+from star_lib.train.warmup import CopyWarmupConfig
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from transformers import PreTrainedTokenizerBase
+    from trl import SFTConfig
+
+ROLES = ("system", "user", "assistant", "tool")
+"""Message roles the SFT data may use."""
+
+
+# ───────────────────────────── config ─────────────────────────────
+
+
+@dataclass
+class SFTRunConfig:
+    """One SFT run; ``None`` hyperparameters take the preset's values (``ModelPreset.sft``)."""
+
+    data: str
+    """A JSONL file, or a folder whose ``*.jsonl`` files are read in name order."""
+    output_dir: str
+    """The run folder (``runs/<experiment>/<run>``); created."""
+    preset: str = "tiny"
+    """Model preset name (``tiny``, ``qwen2.5-1.5b``, ``qwen2.5-3b``, ``qwen2.5-7b``)."""
+    model_path: str | None = None
+    """Start from this checkpoint folder (or hub id) instead of the preset's source; ``tiny`` without it is
+    built from scratch (tokenizer trained on the SFT data)."""
+    eval_data: str | None = None
+    """Optional held-out JSONL file/folder, evaluated every ``eval_steps``."""
+    learning_rate: float | None = None
+    """Peak learning rate."""
+    lr_scheduler_type: str | None = None
+    """Transformers scheduler name (``cosine``, ``linear``, ``constant_with_warmup``…)."""
+    warmup_ratio: float | None = None
+    """Share of steps warming up, in [0, 1)."""
+    num_train_epochs: float | None = None
+    """Passes over the data (ignored when ``max_steps`` > 0)."""
+    max_steps: int = -1
+    """Stop after this many optimizer steps (-1: run the epochs)."""
+    per_device_train_batch_size: int | None = None
+    """Conversations per device per micro-batch."""
+    gradient_accumulation_steps: int | None = None
+    """Micro-batches per optimizer step."""
+    max_length: int | None = None
+    """Longest tokenised conversation; longer ones are truncated (keep the start)."""
+    bf16: bool | None = None
+    """bfloat16 mixed precision (autocast on CPU)."""
+    pad_to_multiple_of: int | None = 64
+    """Pad batches to a multiple of this length (STACK.md: unpadded, widely varying lengths grew CPU memory
+    to 4.7 GB); None disables."""
+    logging_steps: int = 10
+    """Log (and write metrics.parquet) every this many steps."""
+    save_steps: int = 500
+    """Checkpoint every this many steps."""
+    save_total_limit: int | None = 2
+    """Keep at most this many checkpoints (None: all)."""
+    eval_steps: int = 200
+    """Evaluate on ``eval_data`` every this many steps."""
+    seed: int = 0
+    """Seed for initialisation, shuffling and the copy warm-up."""
+    time_budget_s: float | None = None
+    """Stop SFT after this many seconds (the model is still saved); None: no limit."""
+    copy_warmup: CopyWarmupConfig | None = None
+    """Run the copy-task warm-up before SFT (decisive for from-scratch tiny models, STACK.md); None: skip."""
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    """Tokenizer training options (``tiny`` built from scratch only)."""
+    resume_from_checkpoint: str | None = None
+    """A ``checkpoints/checkpoint-<step>`` folder to resume from."""
+    trl_overrides: dict[str, Any] = field(default_factory=dict)
+    """Extra ``trl.SFTConfig`` fields (e.g. ``{"weight_decay": 0.01}``), applied last."""
+    progress: bool = True
+    """Show TRL's progress bar."""
+
+    def __post_init__(self) -> None:
+        if self.preset not in PRESETS:
+            raise ValueError(f"preset {self.preset!r} is unknown; choose one of {sorted(PRESETS)}")
+        if self.warmup_ratio is not None and not 0 <= self.warmup_ratio < 1:
+            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if self.max_steps == 0 or self.max_steps < -1:
+            raise ValueError(f"max_steps must be -1 (use epochs) or >= 1, got {self.max_steps}")
+        for name in ("learning_rate", "num_train_epochs", "time_budget_s"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be > 0 (or None for the preset's value), got {value}")
+        for name in (
+            "per_device_train_batch_size",
+            "gradient_accumulation_steps",
+            "max_length",
+            "pad_to_multiple_of",
+        ):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 (or None), got {value}")
+        if min(self.logging_steps, self.save_steps, self.eval_steps) < 1:
+            raise ValueError("logging_steps, save_steps and eval_steps must be >= 1")
+        if isinstance(self.copy_warmup, dict):
+            self.copy_warmup = CopyWarmupConfig(**self.copy_warmup)
+        if isinstance(self.tokenizer, dict):
+            self.tokenizer = TokenizerConfig(**self.tokenizer)
+        self._check_overrides()
+
+    def _check_overrides(self) -> None:
+        if not self.trl_overrides:
+            return
+        import dataclasses
+
+        from trl import SFTConfig
+
+        known = {f.name for f in dataclasses.fields(SFTConfig)}
+        unknown = sorted(set(self.trl_overrides) - known)
+        if unknown:
+            raise ValueError(f"trl_overrides has fields trl.SFTConfig lacks: {unknown}")
+        fixed = sorted(set(self.trl_overrides) & {"assistant_only_loss", "output_dir"})
+        if fixed:
+            raise ValueError(
+                f"trl_overrides may not set {fixed}: assistant-only loss and the run layout are fixed"
+            )
+
+    @property
+    def model_preset(self) -> ModelPreset:
+        """The preset object."""
+        return get_preset(self.preset)
+
+
+def _has_accelerator() -> bool:
+    import torch
+
+    return torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+
+
+def build_sft_config(cfg: SFTRunConfig) -> SFTConfig:
+    """Build the ``trl.SFTConfig``: preset defaults, then ``cfg``'s values, then ``trl_overrides``."""
+    from trl import SFTConfig
+
+    hp = cfg.model_preset.sft
+
+    def pick(value: Any, default: Any) -> Any:
+        return default if value is None else value
+
+    kwargs: dict[str, Any] = {
+        "output_dir": str(Path(cfg.output_dir) / "checkpoints"),
+        "assistant_only_loss": True,
+        "packing": False,
+        "pad_to_multiple_of": cfg.pad_to_multiple_of,
+        "learning_rate": pick(cfg.learning_rate, hp.learning_rate),
+        "lr_scheduler_type": pick(cfg.lr_scheduler_type, hp.lr_scheduler_type),
+        "warmup_steps": float(
+            pick(cfg.warmup_ratio, hp.warmup_ratio)
+        ),  # a float < 1 is a ratio in transformers 5
+        "num_train_epochs": pick(cfg.num_train_epochs, hp.num_train_epochs),
+        "max_steps": cfg.max_steps,
+        "per_device_train_batch_size": pick(cfg.per_device_train_batch_size, hp.per_device_train_batch_size),
+        "gradient_accumulation_steps": pick(cfg.gradient_accumulation_steps, hp.gradient_accumulation_steps),
+        "max_length": pick(cfg.max_length, hp.max_length),
+        "bf16": pick(cfg.bf16, hp.bf16),
+        "gradient_checkpointing": hp.gradient_checkpointing,
+        "logging_steps": cfg.logging_steps,
+        "logging_first_step": True,
+        "save_strategy": "steps",
+        "save_steps": cfg.save_steps,
+        "save_total_limit": cfg.save_total_limit,
+        "eval_strategy": "steps" if cfg.eval_data else "no",
+        "eval_steps": cfg.eval_steps,
+        "seed": cfg.seed,
+        "data_seed": cfg.seed,
+        "report_to": "none",
+        "disable_tqdm": not cfg.progress,
+        "dataloader_num_workers": 0,
+        "use_cpu": not _has_accelerator(),  # transformers refuses bf16 on CPU unless told it is on CPU
+    }
+    kwargs.update(cfg.trl_overrides)
+    return SFTConfig(**kwargs)
+
+
+# ───────────────────────────── data ─────────────────────────────
+
+
+def _jsonl_files(path: str | Path) -> list[Path]:
+    root = Path(path)
+    if root.is_dir():
+        files = sorted(root.glob("*.jsonl"))
+        if not files:
+            raise FileNotFoundError(f"{root} holds no *.jsonl files; point --data at the teacher's output")
+        return files
+    if not root.is_file():
+        raise FileNotFoundError(f"SFT data {root} does not exist; write it with `star teacher` first")
+    return [root]
+
+
+def _clean_row(row: Any, where: str) -> dict[str, Any]:
+    """Validate one JSONL row; keep ``role``/``content`` of each message and ``tools`` as a JSON string."""
+    if not isinstance(row, dict) or not isinstance(row.get("messages"), list) or not row["messages"]:
+        raise ValueError(f"{where}: a row needs a non-empty 'messages' list")
+    messages = []
+    for i, message in enumerate(row["messages"]):
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise ValueError(f"{where}: message {i} needs a role in {ROLES}")
+        if message.get("tool_calls"):
+            raise ValueError(
+                f"{where}: message {i} uses 'tool_calls'; write the call as raw text in 'content' "
+                '(<tool_call>{"name": …, "arguments": {…}}</tool_call>), the protocol the agent parses'
+            )
+        if not isinstance(message.get("content"), str):
+            raise ValueError(f"{where}: message {i} ({message['role']}) needs a string 'content'")
+        messages.append({"role": message["role"], "content": message["content"]})
+    if not any(m["role"] == "assistant" for m in messages):
+        raise ValueError(f"{where}: no assistant message, nothing to train on")
+    tools = row.get("tools") or None
+    if tools is not None and not isinstance(tools, list):
+        raise ValueError(f"{where}: 'tools' must be a list of function schemas")
+    # A JSON string, because Arrow would merge the tools' different schemas and fill missing keys with nulls;
+    # TRL json-decodes string tools before rendering.
+    return {"messages": messages, "tools": json.dumps(tools)}
+
+
+def read_sft_rows(path: str | Path) -> list[dict[str, Any]]:
+    """Read the validated rows of a JSONL file or folder (``messages`` + ``tools`` as a JSON string).
+
+    Raises:
+        FileNotFoundError: no such file, or a folder without ``*.jsonl``.
+        ValueError: a malformed row (message names file and line).
+
+    """
+    rows = []
+    for file in _jsonl_files(path):
+        with file.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                where = f"{file}:{number}"
+                try:
+                    data = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{where}: not JSON ({exc})") from None
+                rows.append(_clean_row(data, where))
+    if not rows:
+        raise ValueError(f"{path}: no conversations")
+    return rows
+
+
+def normalise_rows(rows: Iterable[dict[str, Any]], source: str = "rows") -> list[dict[str, Any]]:
+    """Validate in-memory conversations the way :func:`read_sft_rows` validates a file's."""
+    return [_clean_row(row, f"{source}[{i}]") for i, row in enumerate(rows)]
+
+
+def load_sft_dataset(path: str | Path) -> Dataset:
+    """Load the SFT data as a ``datasets.Dataset`` in TRL's conversational format (:func:`read_sft_rows`)."""
+    from datasets import Dataset
+
+    return Dataset.from_list(read_sft_rows(path))
+
+
+def render_conversations(rows: Iterable[dict[str, Any]], tokenizer: PreTrainedTokenizerBase) -> Iterator[str]:
+    """Each row rendered with ``tokenizer``'s chat template — the text the model is trained on."""
+    for row in rows:
+        tools = json.loads(row["tools"]) if isinstance(row.get("tools"), str) else row.get("tools")
+        yield tokenizer.apply_chat_template(row["messages"], tools=tools, tokenize=False)
+
+
+def tokenizer_corpus(rows: list[dict[str, Any]]) -> Iterator[str]:
+    """Texts for training the tiny tokenizer: the conversations rendered with the Qwen2.5 template.
+
+    A throw-away byte-level tokenizer renders them (rendering needs only the template, not a vocabulary).
+    """
+    from star_lib.train.tokenizer import train_tokenizer
+
+    renderer = train_tokenizer(["a"], TokenizerConfig(vocab_size=300, digits="single"))
+    return render_conversations(rows, renderer)
+
+
+def check_assistant_masking(tokenizer: PreTrainedTokenizerBase) -> str:
+    """Return the chat template TRL will use for ``assistant_only_loss``; raise when masking cannot work.
+
+    Raises:
+        ValueError: saying how to fix the tokenizer's template.
+
+    """
+    from trl.chat_template_utils import get_training_chat_template, has_generation_markers
+
+    template = tokenizer.chat_template
+    if isinstance(template, str) and has_generation_markers(template):
+        return template
+    try:
+        training = get_training_chat_template(tokenizer)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(
+            "assistant-only loss needs a chat template with {% generation %} markers or one TRL knows "
+            "byte for byte; set tokenizer.chat_template = "
+            "star_lib.train.tokenizer.trl_qwen2_5_chat_template() "
+            f"(TRL said: {exc})"
+        ) from None
+    return training if training is not None else template
+
+
+# ───────────────────────────── run ─────────────────────────────
+
+
+@dataclass
+class SFTResult:
+    """What :func:`run_sft` produced."""
+
+    output_dir: Path
+    """The run folder."""
+    model_dir: Path
+    """The final model + tokenizer."""
+    metrics_path: Path
+    """``metrics.parquet``."""
+    steps: int
+    """Optimizer steps run."""
+    first_loss: float
+    """The first logged training loss."""
+    last_loss: float
+    """The last logged training loss."""
+    train_tokens: int
+    """Non-padding tokens seen in SFT."""
+    seconds: float
+    """Wall-clock time of ``trainer.train()``."""
+    warmup: Any = None
+    """The :class:`star_lib.train.warmup.CopyWarmupResult`, when a warm-up ran."""
+
+    @property
+    def tokens_per_s(self) -> float:
+        """SFT throughput (non-padding tokens per second, including data and logging overhead)."""
+        return self.train_tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+def _save_config(cfg: SFTRunConfig, out: Path) -> None:
+    import yaml
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(yaml.safe_dump({"sft": asdict(cfg)}, sort_keys=False), encoding="utf-8")
+
+
+def prepare_model(cfg: SFTRunConfig, rows: list[dict[str, Any]]) -> tuple[Any, Any]:
+    """Load the model SFT starts from: ``model_path``, the preset's checkpoint, or a new tiny model."""
+    from star_lib.train.models import build_tiny, load_model_and_tokenizer
+
+    preset = cfg.model_preset
+    if cfg.model_path is not None:
+        return load_model_and_tokenizer(preset, path=cfg.model_path)
+    if not preset.is_tiny:
+        return load_model_and_tokenizer(preset)
+    built = build_tiny(
+        tokenizer_corpus(rows),
+        Path(cfg.output_dir) / "base",
+        tokenizer_config=cfg.tokenizer,
+        architecture=preset.architecture,
+        seed=cfg.seed,
+    )
+    return load_model_and_tokenizer(preset, path=built.path)
+
+
+def make_sft_trainer(cfg: SFTRunConfig, model: Any, tokenizer: Any, rows: list[dict[str, Any]], callbacks=()):
+    """Build the configured ``trl.SFTTrainer`` (it tokenises the data; trains nothing yet)."""
+    from datasets import Dataset
+    from trl import SFTTrainer
+
+    check_assistant_masking(tokenizer)
+    return SFTTrainer(
+        model=model,
+        args=build_sft_config(cfg),
+        train_dataset=Dataset.from_list(rows),
+        eval_dataset=load_sft_dataset(cfg.eval_data) if cfg.eval_data else None,
+        processing_class=tokenizer,
+        callbacks=list(callbacks),
+    )
+
+
+def run_sft(cfg: SFTRunConfig) -> SFTResult:
+    """Run SFT (optionally after the copy warm-up) and save the final model under ``output_dir/model``."""
+    from star_lib.train.metrics import MetricsLog, ParquetMetricsCallback, TimeBudgetCallback
+    from star_lib.train.warmup import copy_warmup
+
+    out = Path(cfg.output_dir)
+    rows = read_sft_rows(cfg.data)
+    _save_config(cfg, out)
+    model, tokenizer = prepare_model(cfg, rows)
+    metrics = MetricsLog(out / "metrics.parquet")
+    warm = copy_warmup(model, tokenizer, cfg.copy_warmup, metrics=metrics) if cfg.copy_warmup else None
+
+    callbacks: list[Any] = [ParquetMetricsCallback(metrics, stage="sft")]
+    if cfg.time_budget_s is not None:
+        callbacks.append(TimeBudgetCallback(cfg.time_budget_s))
+    trainer = make_sft_trainer(cfg, model, tokenizer, rows, callbacks)
+    start = time.monotonic()
+    trainer.train(resume_from_checkpoint=cfg.resume_from_checkpoint)
+    seconds = time.monotonic() - start
+
+    model_dir = out / "model"
+    trainer.save_model(str(model_dir))
+    tokenizer.save_pretrained(model_dir)
+    metrics.flush()
+    losses = [
+        r["train/loss"] for r in metrics.rows if r["stage"] == "sft" and r.get("train/loss") is not None
+    ]
+    return SFTResult(
+        output_dir=out,
+        model_dir=model_dir,
+        metrics_path=metrics.path,
+        steps=trainer.state.global_step,
+        first_loss=losses[0] if losses else float("nan"),
+        last_loss=losses[-1] if losses else float("nan"),
+        train_tokens=int(getattr(trainer, "_total_train_tokens", 0)),
+        seconds=seconds,
+        warmup=warm,
+    )
