@@ -58,6 +58,15 @@ FLIGHT_COLUMNS: tuple[str, ...] = (
     "DestCityName",
     "Distance",
 )
+_FLIGHT_CATEGORICAL: tuple[str, ...] = (
+    "DepTime",
+    "ArrTime",
+    "ActualElapsedTime",
+    "FlightDate",
+    "OriginCityName",
+    "DestCityName",
+)
+"""Low-cardinality flight columns, parsed as categoricals (few distinct strings, millions of rows)."""
 ACCOMMODATION_COLUMNS: tuple[str, ...] = (
     "NAME",
     "room type",
@@ -240,7 +249,8 @@ def _load_flights(root: Path) -> pl.DataFrame:
     """Read the (large) flights table: typed fast path, text path only to locate a bad value."""
     path = _find_file(root, "flights")
     try:
-        frame = _read_csv(path, "flights", {"Price": pl.Int64, "Distance": pl.Float64})
+        typed = {"Price": pl.Int64, "Distance": pl.Float64} | {c: pl.Categorical for c in _FLIGHT_CATEGORICAL}
+        frame = _read_csv(path, "flights", typed)  # categorical parsing keeps the peak memory low
     except pl.exceptions.ComputeError:
         frame = _read_csv(path, "flights").with_row_index("_line", offset=2).drop_nulls()
         frame = _cast_numeric(frame, path, NUMERIC_COLUMNS["flights"]).drop("_line")
@@ -284,6 +294,11 @@ def _read_city_states(root: Path) -> list[tuple[str, str]]:
 _NUMBER_RE = r"^F[1-9][0-9]{0,17}$"
 
 
+def _uniques(*columns: pl.Series) -> tuple[str, ...]:
+    """Return the sorted distinct strings of text or categorical columns."""
+    return tuple(pl.concat([c.cast(pl.String).unique() for c in columns]).unique().sort().to_list())
+
+
 class FlightTable:
     """The flights table kept columnar: one structured numpy array sorted by (origin, dest, date).
 
@@ -294,14 +309,10 @@ class FlightTable:
 
     def __init__(self, frame: pl.DataFrame) -> None:
         """Index a clean flights frame (official columns; Price Int64, Distance Float64)."""
-        self.cities: tuple[str, ...] = tuple(
-            pl.concat([frame["OriginCityName"], frame["DestCityName"]]).unique().sort().to_list()
-        )
-        self.dates: tuple[str, ...] = tuple(frame["FlightDate"].unique().sort().to_list())
-        self.times: tuple[str, ...] = tuple(
-            pl.concat([frame["DepTime"], frame["ArrTime"]]).unique().sort().to_list()
-        )
-        self.elapsed: tuple[str, ...] = tuple(frame["ActualElapsedTime"].unique().sort().to_list())
+        self.cities = _uniques(frame["OriginCityName"], frame["DestCityName"])
+        self.dates = _uniques(frame["FlightDate"])
+        self.times = _uniques(frame["DepTime"], frame["ArrTime"])
+        self.elapsed = _uniques(frame["ActualElapsedTime"])
         self._city_code = {c: i for i, c in enumerate(self.cities)}
         self._date_code = {d: i for i, d in enumerate(self.dates)}
         self.int_numbers = bool(frame.height == 0 or frame["Flight Number"].str.contains(_NUMBER_RE).all())
