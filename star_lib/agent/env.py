@@ -1,0 +1,287 @@
+"""The travel-planning environment, shaped like Gymnasium: ``reset`` → ``step`` … until done.
+
+An observation is the list of chat messages the step adds (the first one holds the system and user
+messages; later ones hold one ``tool`` message). ``terminated`` means the agent answered; ``truncated``
+means it hit the turn limit or the context limit (Gymnasium terms). The reward is 0 until the episode
+ends, then the configured reward of :mod:`star_lib.rewards` (format gate included).
+
+Tools come from a :class:`~star_lib.travel.tools.ToolRegistry` over the world, optionally wrapped in a
+:class:`~star_lib.travel.faults.FaultInjector` seeded per episode. Model mistakes never raise: a malformed
+turn becomes an observation (or ends the episode, as configured) and is counted.
+
+Example:
+    >>> env = TravelEnv(World.synthetic(seed=0, scale="tiny"))  # doctest: +SKIP
+    >>> obs, info = env.reset(options={"query": record})  # doctest: +SKIP
+    >>> turn = '<think>…</think><tool_call>{"name": "SearchCity", "arguments": {"state": "Ohio"}}</tool_call>'
+    >>> obs, reward, terminated, truncated, info = env.step(turn)  # doctest: +SKIP
+
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from star_lib.agent.config import RolloutConfig
+from star_lib.agent.protocol import (
+    FinalAnswer,
+    FormatError,
+    format_error_message,
+    parse_turn,
+    system_prompt,
+    tool_response,
+    tool_schemas,
+    user_prompt,
+)
+from star_lib.types import DayPlan, EpisodeResult, EvaluationReport, QueryRecord, Termination, ToolCall, Tools
+
+INVALID_CALL_ERRORS = frozenset({"unknown_tool", "bad_arguments"})
+"""Observation errors that make a tool call invalid (``no_result`` and injected failures are valid calls)."""
+
+
+@dataclass
+class Episode(EpisodeResult):
+    """An :class:`~star_lib.types.EpisodeResult` with what the runner and trainers need besides."""
+
+    index: int = 0
+    """Position of the episode in its batch."""
+    group_id: Any = None
+    """Caller-supplied group key (e.g. the GRPO prompt index shared by the ``num_generations`` rollouts)."""
+    reward: float = 0.0
+    """The configured reward of the finished episode (0 when malformed)."""
+    tool_histogram: dict[str, int] = field(default_factory=dict)
+    """Tool calls per tool name."""
+    format_error_reasons: list[str] = field(default_factory=list)
+    """Why each malformed turn was rejected."""
+    answer_text: str | None = None
+    """The inside of the final ``<answer>`` tags, when there was one."""
+    retokenized_turns: int = 0
+    """Assistant turns whose recorded ids are a re-tokenisation of the sampled ids."""
+    error: str | None = None
+    """A backend failure that ended the episode (then ``termination`` is ``malformed``)."""
+    tool_schemas: list[dict[str, Any]] = field(default_factory=list)
+    """Schemas given to the chat template as ``tools=`` (empty when they are listed in the system text)."""
+
+    @property
+    def model_tokens(self) -> int:
+        """Tokens the model produced (``env_mask`` 1)."""
+        return sum(self.env_mask)
+
+
+class TravelEnv:
+    """One TravelPlanner episode at a time over a world, its tools and an optional fault model.
+
+    Args:
+        world: The database (``star_lib.travel.world.World``); used by the default tools and the evaluator.
+        config: Episode settings.
+        tools: Tools to call instead of ``ToolRegistry(world)`` (e.g. a fake in tests).
+        faults: Fault model (``star_lib.travel.faults.FaultConfig``); None = no wrapper.
+
+    """
+
+    def __init__(
+        self,
+        world: Any,
+        config: RolloutConfig | None = None,
+        *,
+        tools: Tools | None = None,
+        faults: Any = None,
+    ) -> None:
+        self.world = world
+        self.config = config or RolloutConfig()
+        self.base_tools: Tools = tools if tools is not None else _registry(world)
+        self.faults = faults
+        self.tools: Tools = self.base_tools
+        if faults is not None:
+            from star_lib.travel.faults import FaultInjector
+
+            self.tools = FaultInjector(self.base_tools, faults)
+        self.schemas = tool_schemas(self.base_tools)
+        self._episode: Episode | None = None
+        self._final_requested = False
+        self.done = True
+
+    # ── Gymnasium API ──
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list, dict]:
+        """Start an episode for ``options["query"]``; ``seed`` restarts the fault sequence.
+
+        Returns:
+            The first messages (system, user) and an info dict with the query and the tool schemas.
+
+        Raises:
+            ValueError: When ``options`` has no ``QueryRecord`` under ``"query"``.
+
+        """
+        query = (options or {}).get("query")
+        if not isinstance(query, QueryRecord):
+            raise ValueError('reset needs options={"query": QueryRecord(...)}')
+        if hasattr(self.tools, "reset"):
+            self.tools.reset(seed)
+        cfg = self.config
+        system = cfg.system_prompt or system_prompt(self.schemas, include_tools=cfg.tools_in_system_prompt)
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user_prompt(query)}]
+        self._episode = Episode(
+            query=query,
+            messages=list(messages),
+            termination=Termination.MALFORMED,
+            tool_schemas=[] if cfg.tools_in_system_prompt else self.schemas,
+        )
+        self._final_requested = False
+        self.done = False
+        return messages, {"query": query, "tools": self.schemas}
+
+    def step(self, action: str) -> tuple[list, float, bool, bool, dict]:
+        """Take one assistant turn (raw text) and return ``(obs, reward, terminated, truncated, info)``.
+
+        Raises:
+            RuntimeError: When called on a finished episode (call ``reset`` first).
+
+        """
+        ep = self._require_live()
+        content = action.strip() if isinstance(action, str) else ""
+        ep.messages.append({"role": "assistant", "content": content})
+        ep.turns += 1
+        turn = parse_turn(content)
+        info: dict[str, Any] = {"turn": turn}
+        if isinstance(turn, FormatError):
+            obs = self._on_format_error(ep, turn)
+        elif isinstance(turn, FinalAnswer):
+            ep.answer_text = turn.text
+            obs = self._finish(Termination.CONTEXT_LIMIT if self._final_requested else Termination.ANSWER)
+        elif self._final_requested:
+            obs = self._finish(Termination.CONTEXT_LIMIT)  # a tool call where the plan was asked for
+        else:
+            obs = self._call_tool(ep, turn, info)
+        if not self.done and ep.turns >= self.config.max_turns:
+            obs = self._finish(Termination.TURN_LIMIT)
+        ep.messages.extend(obs)
+        return self._outcome(obs, info)
+
+    def request_final_answer(self) -> list[dict[str, Any]]:
+        """Replace the last observation with the context-limit request (STAR: ask once, then stop).
+
+        Returns:
+            The new last observation (one ``user`` message).
+
+        """
+        ep = self._require_live()
+        ask = {"role": "user", "content": self.config.context_limit_prompt}
+        if ep.messages[-1]["role"] != "assistant":
+            ep.messages[-1] = ask
+        else:
+            ep.messages.append(ask)
+        self._final_requested = True
+        return [ask]
+
+    def fail(self, reason: str) -> Episode:
+        """End the episode because the policy backend failed (recorded as malformed)."""
+        ep = self._require_live()
+        ep.error = reason
+        self._finish(Termination.MALFORMED)
+        return ep
+
+    @property
+    def episode(self) -> Episode:
+        """The current (or last) episode record."""
+        if self._episode is None:
+            raise RuntimeError("no episode yet: call reset() first")
+        return self._episode
+
+    # ── internals ──
+
+    def _require_live(self) -> Episode:
+        if self._episode is None or self.done:
+            raise RuntimeError("the episode is over (or never started): call reset() first")
+        return self._episode
+
+    def _on_format_error(self, ep: Episode, error: FormatError) -> list[dict[str, Any]]:
+        ep.format_errors += 1
+        ep.format_error_reasons.append(error.reason)
+        cfg = self.config
+        if self._final_requested:
+            return self._finish(Termination.CONTEXT_LIMIT)
+        if cfg.on_format_error == "stop" or (
+            cfg.max_format_errors and ep.format_errors >= cfg.max_format_errors
+        ):
+            return self._finish(Termination.MALFORMED)
+        return [format_error_message(error)]
+
+    def _call_tool(self, ep: Episode, call: ToolCall, info: dict[str, Any]) -> list[dict[str, Any]]:
+        observation = self.tools.call(call.name, call.arguments)
+        ep.tool_calls += 1
+        ep.tool_histogram[call.name] = ep.tool_histogram.get(call.name, 0) + 1
+        if observation.error not in INVALID_CALL_ERRORS:
+            ep.valid_tool_calls += 1
+        if observation.fault:
+            ep.faults[observation.fault] = ep.faults.get(observation.fault, 0) + 1
+        info["observation"] = observation
+        return [tool_response(observation.text)]
+
+    def _finish(self, termination: Termination) -> list[dict[str, Any]]:
+        ep = self.episode
+        ep.termination = termination
+        self.done = True
+        if ep.answer_text is not None:
+            ep.plan, ep.plan_error = _parse_plan(ep.answer_text, ep.query.days)
+        if self.config.evaluate and self.world is not None:
+            ep.report = _evaluate(ep.query, ep.plan, self.world, self.config.eval_mode)
+        ep.reward = _reward(self.config.reward, ep.report, ep.malformed)
+        return []
+
+    def _outcome(self, obs: list, info: dict[str, Any]) -> tuple[list, float, bool, bool, dict]:
+        ep = self.episode
+        if not self.done:
+            return obs, 0.0, False, False, info
+        info.update(termination=ep.termination, report=ep.report, plan_error=ep.plan_error)
+        terminated = ep.termination in (Termination.ANSWER, Termination.MALFORMED)
+        return obs, ep.reward, terminated, ep.termination.truncated, info
+
+
+def _registry(world: Any) -> Tools:
+    from star_lib.travel.tools import ToolRegistry
+
+    return ToolRegistry(world)
+
+
+def _parse_plan(text: str, days: int) -> tuple[tuple[DayPlan, ...] | None, str | None]:
+    """Parse the answer into a plan, or return the parse error as data."""
+    from star_lib.travel.plan import parse_plan
+
+    try:
+        return parse_plan(text, days=days), None
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def _evaluate(
+    query: QueryRecord, plan: tuple[DayPlan, ...] | None, world: Any, mode: str
+) -> EvaluationReport:
+    from star_lib.travel.evaluate import evaluate_plan
+
+    return evaluate_plan(query, plan, world, mode)
+
+
+def _reward(name: str, report: EvaluationReport | None, malformed: bool) -> float:
+    """Apply the configured reward of :mod:`star_lib.rewards` (0 without a report or with ``none``)."""
+    if name == "none" or report is None:
+        return 0.0
+    import star_lib.rewards as rewards
+
+    return float(getattr(rewards, f"{name}_reward")(report, malformed))
+
+
+def fault_config_for(faults: Any, index: int, base_seed: int) -> Any:
+    """Return the fault config of episode ``index``: same rates, seed ``faults.seed + base_seed + index``."""
+    if faults is None:
+        return None
+    return replace(faults, seed=faults.seed + base_seed + index)
+
+
+def tool_histogram(episodes: list[Episode]) -> dict[str, int]:
+    """Sum the per-tool call counts of many episodes."""
+    total: Counter[str] = Counter()
+    for ep in episodes:
+        total.update(ep.tool_histogram)
+    return dict(total)

@@ -1,0 +1,492 @@
+"""Policies: anything that writes the next assistant turn for a batch of conversations.
+
+One interface (:class:`Policy`) serves every use of the episode runner: a local Hugging Face model
+(:class:`TransformersPolicy`), a vLLM engine on GPU (:class:`VLLMPolicy`, import-guarded), any
+OpenAI-compatible endpoint (:class:`OpenAIPolicy`: hosted teachers, a vLLM server, or
+:mod:`star_lib.agent.serve`), and the programmatic expert (:class:`star_lib.agent.expert.ExpertPolicy`).
+
+Token-level backends return the sampled token ids and their log-probabilities *after* temperature and
+top-p/top-k processing (what vLLM calls ``processed_logprobs``, which TRL's importance-sampling correction
+expects). Backend failures come back as data (``Generation.error``), never as exceptions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+from urllib.parse import urlparse
+
+from star_lib.types import QueryRecord
+
+# ───────────────────────────── interface ─────────────────────────────
+
+
+@dataclass
+class Conversation:
+    """One live episode as a policy sees it."""
+
+    messages: list[dict[str, Any]]
+    """Chat messages so far (``system``, ``user``, ``assistant``, ``tool``)."""
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    """OpenAI-style tool schemas, given to the chat template as ``tools=``."""
+    prompt_ids: list[int] | None = None
+    """The exact token context (prompt + completion so far, ending in the generation prompt), when known."""
+    query: QueryRecord | None = None
+    """The task, for policies that act on it directly (the expert)."""
+    key: int = 0
+    """Index of the episode in its batch."""
+
+
+@dataclass
+class Generation:
+    """One assistant turn from a policy."""
+
+    text: str
+    """The turn's text without the end-of-turn token."""
+    token_ids: list[int] | None = None
+    """Sampled token ids, including the end-of-turn token when the model emitted it."""
+    logprobs: list[float] | None = None
+    """Log-probability of each sampled token (same length as ``token_ids``)."""
+    finish_reason: str = "stop"
+    """``stop`` (end-of-turn emitted), ``length`` (``max_new_tokens`` reached) or ``error``."""
+    error: str | None = None
+    """Why the backend produced no turn, when ``finish_reason == "error"``."""
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Writes the next assistant turn of each conversation; ``tokenizer`` may be None."""
+
+    tokenizer: Any
+
+    def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int) -> list[Generation]:
+        """Return one :class:`Generation` per conversation, in order."""
+        ...
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampling settings shared by the token-level backends."""
+
+    temperature: float = 1.0
+    """Softmax temperature; 0 means greedy decoding."""
+    top_p: float = 1.0
+    """Nucleus sampling mass (1.0 = off)."""
+    top_k: int = 0
+    """Keep only the k most likely tokens (0 = off)."""
+    seed: int | None = None
+    """Seed for reproducible sampling; None leaves the global generator alone."""
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
+
+
+def stop_token_ids(tokenizer: Any) -> list[int]:
+    """Return the ids that end an assistant turn: ``<|im_end|>`` when the vocabulary has it, plus EOS.
+
+    Args:
+        tokenizer: A Hugging Face tokenizer.
+
+    Returns:
+        Distinct token ids, end-of-turn first.
+
+    """
+    ids: list[int] = []
+    vocab = tokenizer.get_vocab()
+    for token in ("<|im_end|>", tokenizer.eos_token):
+        if token is not None and token in vocab and vocab[token] not in ids:
+            ids.append(vocab[token])
+    if not ids:
+        raise ValueError("the tokenizer has neither <|im_end|> nor an eos_token; set tokenizer.eos_token")
+    return ids
+
+
+def render_prompt_ids(tokenizer: Any, conversation: Conversation) -> list[int]:
+    """Render a conversation with the tokenizer's chat template and tokenise it (generation prompt added)."""
+    text = tokenizer.apply_chat_template(
+        conversation.messages, tools=conversation.tools or None, add_generation_prompt=True, tokenize=False
+    )
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+# ───────────────────────────── Hugging Face transformers ─────────────────────────────
+
+
+class TransformersPolicy:
+    """Batched, left-padded ``model.generate`` with the KV cache, on CPU or GPU.
+
+    Args:
+        model: A causal LM (``AutoModelForCausalLM``).
+        tokenizer: Its tokenizer (with a chat template).
+        sampling: Sampling settings.
+        batch_size: Most conversations per ``generate`` call; a batch is split into chunks of this size.
+
+    """
+
+    def __init__(
+        self, model: Any, tokenizer: Any, sampling: SamplingParams | None = None, *, batch_size: int = 16
+    ):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.sampling = sampling or SamplingParams()
+        self.batch_size = batch_size
+        self.stop_ids = stop_token_ids(tokenizer)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[-1]
+        self._calls = 0
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str,
+        *,
+        sampling: SamplingParams | None = None,
+        device: str | None = None,
+        batch_size: int = 16,
+    ) -> TransformersPolicy:
+        """Load a model folder (or hub id) with its tokenizer; ``device`` defaults to CUDA when present."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype="auto").to(device).eval()
+        return cls(model, tokenizer, sampling, batch_size=batch_size)
+
+    def generate(
+        self, conversations: Sequence[Conversation], *, max_new_tokens: int, min_new_tokens: int = 0
+    ) -> list[Generation]:
+        """Generate one turn per conversation, in chunks of ``batch_size``."""
+        contexts = [c.prompt_ids or render_prompt_ids(self.tokenizer, c) for c in conversations]
+        out: list[Generation] = []
+        for start in range(0, len(contexts), self.batch_size):
+            chunk = contexts[start : start + self.batch_size]
+            out.extend(self._generate_chunk(chunk, max_new_tokens, min_new_tokens))
+        return out
+
+    def _generate_chunk(
+        self, contexts: list[list[int]], max_new_tokens: int, min_new_tokens: int
+    ) -> list[Generation]:
+        import torch
+
+        device = self.model.device
+        width = max(len(ids) for ids in contexts)
+        input_ids = torch.full((len(contexts), width), self.pad_id, dtype=torch.long)  # (B, T) left-padded
+        attention = torch.zeros((len(contexts), width), dtype=torch.long)
+        for row, ids in enumerate(contexts):
+            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            attention[row, width - len(ids) :] = 1
+        if self.sampling.seed is not None:
+            torch.manual_seed(self.sampling.seed + self._calls)
+        self._calls += 1
+        with torch.inference_mode():
+            result = self.model.generate(
+                input_ids=input_ids.to(device),
+                attention_mask=attention.to(device),
+                **self._generate_kwargs(max_new_tokens, min_new_tokens),
+            )
+            # (B, new) log-probabilities of the chosen tokens under the processed distribution
+            scores = self.model.compute_transition_scores(
+                result.sequences, result.scores, normalize_logits=True
+            )
+        new_tokens = result.sequences[:, width:].tolist()
+        return [
+            self._to_generation(ids, lps)
+            for ids, lps in zip(new_tokens, scores.float().tolist(), strict=True)
+        ]
+
+    def _generate_kwargs(self, max_new_tokens: int, min_new_tokens: int) -> dict[str, Any]:
+        greedy = self.sampling.temperature == 0
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": max_new_tokens,
+            "min_new_tokens": min_new_tokens,
+            "do_sample": not greedy,
+            "eos_token_id": self.stop_ids,
+            "pad_token_id": self.pad_id,
+            "use_cache": True,
+            "return_dict_in_generate": True,
+            "output_scores": True,
+        }
+        if not greedy:
+            kwargs.update(
+                temperature=self.sampling.temperature, top_p=self.sampling.top_p, top_k=self.sampling.top_k
+            )
+        return kwargs
+
+    def _to_generation(self, ids: list[int], logprobs: list[float]) -> Generation:
+        end = next((i for i, tok in enumerate(ids) if tok in self.stop_ids), None)
+        if end is None:
+            kept, reason = ids, "length"
+        else:
+            kept, reason = ids[: end + 1], "stop"
+        body = kept[:-1] if reason == "stop" else kept
+        text = self.tokenizer.decode(body, skip_special_tokens=False)
+        return Generation(text=text, token_ids=kept, logprobs=logprobs[: len(kept)], finish_reason=reason)
+
+
+# ───────────────────────────── vLLM ─────────────────────────────
+
+
+class VLLMPolicy:
+    """Generation with a vLLM engine (GPU); returns sampled token ids and their log-probabilities.
+
+    Args:
+        llm: A ``vllm.LLM`` (e.g. the engine TRL colocates) or a model path to start one.
+        tokenizer: The Hugging Face tokenizer; loaded from ``llm`` when it is a path.
+        sampling: Sampling settings.
+        **engine_kwargs: Passed to ``vllm.LLM`` when ``llm`` is a path.
+
+    Raises:
+        ImportError: When vLLM is not installed (``pip install 'star-lab[gpu]'``).
+
+    """
+
+    def __init__(
+        self, llm: Any, tokenizer: Any = None, sampling: SamplingParams | None = None, **engine_kwargs: Any
+    ):
+        try:
+            import vllm
+        except ImportError as exc:
+            raise ImportError("VLLMPolicy needs vLLM on a CUDA machine: pip install 'star-lab[gpu]'") from exc
+        self._vllm = vllm
+        if isinstance(llm, str):
+            from transformers import AutoTokenizer
+
+            tokenizer = tokenizer or AutoTokenizer.from_pretrained(llm)
+            llm = vllm.LLM(model=llm, **engine_kwargs)
+        if tokenizer is None:
+            tokenizer = llm.get_tokenizer()
+        self.llm = llm
+        self.tokenizer = tokenizer
+        self.sampling = sampling or SamplingParams()
+        self.stop_ids = stop_token_ids(tokenizer)
+        self._calls = 0
+
+    def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int) -> list[Generation]:
+        """Generate one turn per conversation in a single vLLM call."""
+        prompts = [
+            {"prompt_token_ids": c.prompt_ids or render_prompt_ids(self.tokenizer, c)} for c in conversations
+        ]
+        params = self._vllm.SamplingParams(
+            n=1,
+            temperature=self.sampling.temperature,
+            top_p=self.sampling.top_p,
+            top_k=self.sampling.top_k if self.sampling.top_k > 0 else -1,
+            max_tokens=max_new_tokens,
+            stop_token_ids=self.stop_ids,
+            logprobs=0,
+            skip_special_tokens=False,
+            seed=None if self.sampling.seed is None else self.sampling.seed + self._calls,
+        )
+        self._calls += 1
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        return [self._to_generation(out.outputs[0]) for out in outputs]
+
+    def _to_generation(self, completion: Any) -> Generation:
+        ids = list(completion.token_ids)
+        logprobs = [
+            _vllm_logprob(step, tok) for step, tok in zip(completion.logprobs or [], ids, strict=False)
+        ]
+        reason = "stop" if ids and ids[-1] in self.stop_ids else "length"
+        body = ids[:-1] if reason == "stop" else ids
+        text = self.tokenizer.decode(body, skip_special_tokens=False)
+        return Generation(text=text, token_ids=ids, logprobs=logprobs or None, finish_reason=reason)
+
+
+def _vllm_logprob(step: dict[int, Any] | None, token: int) -> float:
+    """Pick the sampled token's log-probability out of one vLLM logprobs entry (NaN when missing)."""
+    if not step or token not in step:
+        return math.nan
+    value = step[token].logprob
+    return math.nan if value is None else float(value)
+
+
+# ───────────────────────────── OpenAI-compatible HTTP ─────────────────────────────
+
+
+@dataclass(frozen=True)
+class OpenAIConfig:
+    """How to reach an OpenAI-compatible chat endpoint."""
+
+    model: str
+    """Model name sent with each request."""
+    base_url: str | None = None
+    """Endpoint root such as ``http://localhost:8000/v1``; None = the client default (``OPENAI_BASE_URL``)."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """NAME of the environment variable holding the key (the key is never stored in configs or logs)."""
+    concurrency: int = 8
+    """Most requests in flight at once."""
+    max_retries: int = 4
+    """Retries after a failed or empty response (with exponential backoff and jitter)."""
+    timeout_s: float = 120.0
+    """Per-request timeout in seconds."""
+    backoff_s: float = 1.0
+    """First backoff delay; doubles at each retry."""
+    tools_mode: Literal["system", "template"] = "system"
+    """``system``: list the tools in the system message (hosted teachers); ``template``: send ``tools=`` so
+    the server renders them with the model's chat template (vLLM, :mod:`star_lib.agent.serve`)."""
+    tool_messages: Literal["user", "tool"] = "user"
+    """Send tool results as ``user`` turns wrapped in ``<tool_response>`` (accepted everywhere) or as
+    ``tool`` messages (servers that render them with the chat template)."""
+    logprobs: bool = False
+    """Ask for per-token log-probabilities."""
+    extra_body: dict[str, Any] | None = None
+    """Extra JSON fields for the request body (e.g. ``{"top_k": 20}`` for vLLM)."""
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.max_retries < 0 or self.timeout_s <= 0 or self.backoff_s < 0:
+            raise ValueError("max_retries must be >= 0, timeout_s > 0 and backoff_s >= 0")
+        if self.tools_mode not in ("system", "template") or self.tool_messages not in ("user", "tool"):
+            raise ValueError("tools_mode must be 'system' or 'template'; tool_messages 'user' or 'tool'")
+
+
+def _is_local(url: str | None) -> bool:
+    host = urlparse(url or "").hostname or ""
+    return host in ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+
+
+class OpenAIPolicy:
+    """Any OpenAI-compatible chat endpoint, with a concurrency limit, retries with backoff and timeouts.
+
+    Args:
+        config: Endpoint settings. The API key is read from the environment variable ``config.api_key_env``;
+            a local endpoint without that variable gets the placeholder key ``EMPTY``.
+        sampling: Sampling settings (``top_k`` goes into the request body).
+        tokenizer: Optional tokenizer so the runner can record token ids and count context tokens.
+
+    Raises:
+        ValueError: When a remote endpoint is configured and the key variable is unset.
+
+    """
+
+    def __init__(
+        self, config: OpenAIConfig, sampling: SamplingParams | None = None, *, tokenizer: Any = None
+    ):
+        import openai
+
+        key = os.environ.get(config.api_key_env)
+        if not key:
+            if not _is_local(config.base_url):
+                raise ValueError(
+                    f"set the environment variable {config.api_key_env} to the API key of the endpoint"
+                )
+            key = "EMPTY"
+        self.config = config
+        self.sampling = sampling or SamplingParams()
+        self.tokenizer = tokenizer
+        self._openai = openai
+        self._client = openai.OpenAI(
+            base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=0
+        )
+        self._lock = threading.Lock()
+        self._calls = 0
+
+    def __repr__(self) -> str:
+        return f"OpenAIPolicy(model={self.config.model!r}, base_url={self.config.base_url!r})"
+
+    def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int) -> list[Generation]:
+        """Send one request per conversation, at most ``concurrency`` at a time."""
+        with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
+            return list(pool.map(lambda c: self._complete(c, max_new_tokens), conversations))
+
+    def request_body(self, conversation: Conversation, max_new_tokens: int) -> dict[str, Any]:
+        """Build the keyword arguments of ``chat.completions.create`` for one conversation."""
+        body: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": self._messages(conversation),
+            "max_tokens": max_new_tokens,
+            "temperature": self.sampling.temperature,
+            "top_p": self.sampling.top_p,
+        }
+        if self.config.tools_mode == "template" and conversation.tools:
+            body["tools"] = conversation.tools
+        if self.sampling.seed is not None:
+            with self._lock:
+                body["seed"] = self.sampling.seed + self._calls
+                self._calls += 1
+        if self.config.logprobs:
+            body["logprobs"] = True
+        extra = dict(self.config.extra_body or {})
+        if self.sampling.top_k > 0:
+            extra.setdefault("top_k", self.sampling.top_k)
+        if extra:
+            body["extra_body"] = extra
+        return body
+
+    def _messages(self, conversation: Conversation) -> list[dict[str, Any]]:
+        messages = [dict(m) for m in conversation.messages]
+        if (
+            self.config.tools_mode == "system"
+            and conversation.tools
+            and messages
+            and messages[0]["role"] == "system"
+        ):
+            listing = "\n".join(json.dumps(s, ensure_ascii=False) for s in conversation.tools)
+            messages[0]["content"] += f"\n\nAvailable tools:\n<tools>\n{listing}\n</tools>"
+        if self.config.tool_messages == "user":
+            for m in messages:
+                if m["role"] == "tool":
+                    m["role"], m["content"] = "user", f"<tool_response>\n{m['content']}\n</tool_response>"
+        return messages
+
+    def _complete(self, conversation: Conversation, max_new_tokens: int) -> Generation:
+        body = self.request_body(conversation, max_new_tokens)
+        error = "no attempt made"
+        for attempt in range(self.config.max_retries + 1):
+            if attempt:
+                delay = self.config.backoff_s * 2 ** (attempt - 1)
+                time.sleep(delay + random.uniform(0, delay))
+            try:
+                response = self._client.chat.completions.create(**body)
+            except self._openai.APIStatusError as exc:
+                error = f"HTTP {exc.status_code}: {str(exc)[:200]}"
+                if exc.status_code not in (408, 409, 429) and exc.status_code < 500:
+                    break  # a request the server will never accept: do not retry
+                continue
+            except (self._openai.APIConnectionError, self._openai.APITimeoutError) as exc:
+                error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                continue
+            generation = _from_response(response)
+            if generation.text.strip():
+                return generation
+            error = "empty response"
+        return Generation(text="", finish_reason="error", error=error)
+
+
+def _from_response(response: Any) -> Generation:
+    """Turn a chat completion into a :class:`Generation` (structured tool calls folded back into text)."""
+    choice = response.choices[0]
+    message = choice.message
+    text = message.content or ""
+    reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+    if reasoning and "<think>" not in text:
+        text = f"<think>{reasoning.strip()}</think>{text.strip()}"
+    for call in message.tool_calls or []:
+        arguments = call.function.arguments
+        try:
+            arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
+        except ValueError:
+            pass  # keep the raw string: the strict parser will report it to the model
+        payload = json.dumps({"name": call.function.name, "arguments": arguments}, ensure_ascii=False)
+        text += f"<tool_call>{payload}</tool_call>"
+    logprobs = None
+    if getattr(choice, "logprobs", None) is not None and choice.logprobs.content:
+        logprobs = [float(item.logprob) for item in choice.logprobs.content]
+    reason = "length" if choice.finish_reason == "length" else "stop"
+    return Generation(text=text, logprobs=logprobs, finish_reason=reason)
