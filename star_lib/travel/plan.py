@@ -1,0 +1,353 @@
+"""Parse submitted plans into typed :class:`~star_lib.types.DayPlan` tuples (spec §4).
+
+Accepted payloads:
+
+* the ``<answer>`` payload: a JSON string holding a list of day objects with the official keys
+  (a Python-literal string is accepted too, parsed with :func:`ast.literal_eval`, never ``eval``);
+* the same list already decoded (``list`` of ``dict`` or of :class:`DayPlan`);
+* the official submission record ``{"idx": …, "query": …, "plan": [...]}`` (``plan`` may itself be a string);
+* the train split's ``annotated_plan`` literal ``[query_dict, [day, day, ...]]``.
+
+The official tooling pads day lists with empty objects ``{}`` up to seven days; trailing empty objects are
+dropped in the submission and ``annotated_plan`` forms only. Everything else is validated strictly and a
+:class:`PlanParseError` says which day, which key and what was wrong. Surrounding whitespace of keys and
+values is tolerated (stripped).
+
+>>> plan = parse_plan('[{"days": 1, "current_city": "from A to B", "transportation": "-", "breakfast": "-",'
+...                   ' "attraction": "-", "lunch": "-", "dinner": "-", "accommodation": "-"}]')
+>>> plan[0].current_city
+'from A to B'
+>>> parse_plan("[]")
+Traceback (most recent call last):
+...
+star_lib.travel.plan.PlanParseError: the plan is empty: give one object per day of the trip
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from star_lib.types import PLAN_KEYS, DayPlan
+
+MAX_PAYLOAD_CHARS = 200_000
+"""Longer payloads are rejected before decoding (a 7-day plan is ~3 k characters)."""
+
+_TEXT_KEYS: tuple[str, ...] = PLAN_KEYS[1:]
+_REQUIRED = frozenset(PLAN_KEYS)
+
+
+class PlanParseError(ValueError):
+    """A plan payload that cannot be turned into day plans.
+
+    Attributes:
+        day: 1-based day the problem is in, or None when it concerns the whole payload.
+        key: the offending key, or None.
+
+    """
+
+    def __init__(self, message: str, *, day: int | None = None, key: str | None = None) -> None:
+        super().__init__(message)
+        self.day = day
+        self.key = key
+
+
+def parse_plan(payload: str | Sequence[Any] | dict[str, Any], days: int | None = None) -> tuple[DayPlan, ...]:
+    """Turn a plan payload into typed day plans.
+
+    Args:
+        payload: JSON/literal string, list of day dicts (or ``DayPlan``), submission record, or
+            ``annotated_plan`` literal.
+        days: the trip length when known; a plan with more days than this is an error.
+
+    Returns:
+        One :class:`DayPlan` per day, in order.
+
+    Raises:
+        PlanParseError: naming the day and key at fault and what to change.
+
+    """
+    items = _day_items(payload)
+    if not items:
+        raise PlanParseError("the plan is empty: give one object per day of the trip")
+    if days is not None and len(items) > days:
+        raise PlanParseError(
+            f"the plan has {len(items)} days but the trip has {days}: remove the days after day {days}",
+            day=days + 1,
+        )
+    return tuple(_parse_day(item, position) for position, item in enumerate(items, start=1))
+
+
+def plan_to_json(plan: Sequence[DayPlan]) -> str:
+    """Serialise a plan as the ``<answer>`` JSON payload (inverse of :func:`parse_plan`).
+
+    >>> plan_to_json([DayPlan(days=1, current_city="Rockford")])[:40]
+    '[{"days": 1, "current_city": "Rockford",'
+    """
+    return json.dumps([day.to_dict() for day in plan], ensure_ascii=False)
+
+
+# ───────────────────────────── payload forms ─────────────────────────────
+
+
+def _decode(text: str, what: str) -> Any:
+    """JSON first, then a Python literal; never ``eval``."""
+    text = text.strip()
+    if not text:
+        raise PlanParseError(f"the {what} is an empty string: expected a JSON list of day objects")
+    if len(text) > MAX_PAYLOAD_CHARS:
+        raise PlanParseError(f"the {what} has {len(text)} characters (limit {MAX_PAYLOAD_CHARS})")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise PlanParseError(f"the {what} is neither JSON nor a Python literal ({detail})") from None
+
+
+def _day_items(payload: Any) -> list[Any]:
+    """Return the raw day items inside any accepted payload form."""
+    if isinstance(payload, str):
+        payload = _decode(payload, "plan payload")
+    if isinstance(payload, dict):
+        if "plan" not in payload:
+            keys = sorted(map(str, payload))[:8]
+            raise PlanParseError(
+                f"expected a list of day objects or a submission record with a 'plan' key; got an object "
+                f"with keys {keys}"
+            )
+        inner = payload["plan"]
+        if isinstance(inner, str):
+            inner = _decode(inner, "'plan' field")
+        if inner is None:
+            return []
+        return _drop_padding(_as_list(inner, "'plan' field"))
+    if isinstance(payload, (list, tuple)):
+        if _is_annotated(payload):
+            return _drop_padding(list(payload[1]))
+        return list(payload)
+    raise PlanParseError(f"expected a list of day objects, got {type(payload).__name__}")
+
+
+def _is_annotated(payload: Sequence[Any]) -> bool:
+    """Tell whether a payload has the ``annotated_plan`` shape ``[query_dict, [day, ...]]``."""
+    return (
+        len(payload) == 2
+        and isinstance(payload[0], dict)
+        and "org" in payload[0]
+        and isinstance(payload[1], (list, tuple))
+    )
+
+
+def _as_list(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, (list, tuple)):
+        raise PlanParseError(f"the {what} must be a list of day objects, got {type(value).__name__}")
+    return list(value)
+
+
+def _drop_padding(items: list[Any]) -> list[Any]:
+    """Drop the trailing ``{}`` the official tooling pads day lists with."""
+    while items and isinstance(items[-1], dict) and not items[-1]:
+        items.pop()
+    return items
+
+
+# ───────────────────────────── one day ─────────────────────────────
+
+
+def _parse_day(item: Any, position: int) -> DayPlan:
+    """Validate one day object; ``position`` is its 1-based place in the list."""
+    if isinstance(item, DayPlan):
+        item = item.to_dict()
+    if not isinstance(item, dict):
+        raise PlanParseError(
+            f"day {position} must be an object with keys {list(PLAN_KEYS)}, got {type(item).__name__}",
+            day=position,
+        )
+    fields: dict[str, Any] = {}
+    for raw_key, value in item.items():
+        key = raw_key.strip() if isinstance(raw_key, str) else raw_key
+        if key not in _REQUIRED:
+            raise PlanParseError(
+                f"day {position} has unknown key {raw_key!r}: allowed keys are {list(PLAN_KEYS)}",
+                day=position,
+                key=str(raw_key),
+            )
+        if key in fields:
+            raise PlanParseError(f"day {position} repeats key {key!r}", day=position, key=key)
+        fields[key] = value
+    missing = [k for k in PLAN_KEYS if k not in fields]
+    if missing:
+        raise PlanParseError(
+            f"day {position} lacks key(s) {missing}: every day needs {list(PLAN_KEYS)} ('-' when empty)",
+            day=position,
+            key=missing[0],
+        )
+    number = _day_number(fields["days"], position)
+    texts = {key: _text(fields[key], position, key) for key in _TEXT_KEYS}
+    return DayPlan(days=number, **texts)
+
+
+def _day_number(value: Any, position: int) -> int:
+    """Read the ``days`` field: an integer (or digit string) equal to the day's position."""
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and value.strip().isdigit() and value.strip().isascii():
+        number = int(value.strip())
+    if number is None:
+        raise PlanParseError(
+            f"day {position} has days={value!r}: it must be the integer {position}", day=position, key="days"
+        )
+    if number != position:
+        raise PlanParseError(
+            f"day {position} has days={number}: days must be numbered 1, 2, … in order (expected {position})",
+            day=position,
+            key="days",
+        )
+    return number
+
+
+def _text(value: Any, position: int, key: str) -> str:
+    """Read a text field, stripped; ``'-'`` marks an empty field."""
+    if not isinstance(value, str):
+        raise PlanParseError(
+            f"day {position} {key!r} must be a string ('-' when empty), got {type(value).__name__}",
+            day=position,
+            key=key,
+        )
+    return value.strip()
+
+
+# ───────────────────────────── mutations (tests, benchmarks, negative examples) ─────────────────────────────
+
+MUTATIONS: tuple[str, ...] = (
+    "meal_other_city",
+    "repeat_meal",
+    "repeat_attraction",
+    "drop_meal",
+    "bad_flight_number",
+    "driving_word",
+    "mixed_self_driving",
+    "partial_hotel_name",
+    "other_hotel",
+    "attraction_no_semicolon",
+    "extra_spaces",
+    "drop_day",
+    "extra_day",
+    "other_current_city",
+    "lowercase_flight",
+    "garbage_name",
+    "empty_transport",
+    "swap_days",
+)
+"""Names of the random plan edits :func:`mutate_plan` draws from (each usually breaks one check)."""
+
+
+def mutate_plan(
+    plan: Sequence[DayPlan], rng: Any, world: Any = None, kind: str | None = None
+) -> tuple[DayPlan, ...]:
+    """Return a randomly edited copy of a plan: one edit from :data:`MUTATIONS` (or ``kind``).
+
+    Used to build evaluator benchmarks, fuzz inputs and negative examples. ``rng`` is a ``random.Random``;
+    ``world`` (optional) supplies real names from other cities.
+
+    >>> import random
+    >>> day = DayPlan(1, "from A to B", "Flight Number: F1, from A to B", dinner="X, B", accommodation="H, B")
+    >>> len(mutate_plan([day], random.Random(0), kind="extra_day"))
+    2
+    """
+    from dataclasses import replace
+
+    days = [d for d in plan]
+    if not days:
+        return ()
+    kind = kind or rng.choice(MUTATIONS)
+    i = rng.randrange(len(days))
+    day = days[i]
+    slots = ("breakfast", "lunch", "dinner")
+    filled_meals = [(j, s) for j, d in enumerate(days) for s in slots if getattr(d, s) not in ("", "-")]
+    if kind == "meal_other_city" and world is not None and filled_meals:
+        j, slot = rng.choice(filled_meals)
+        city = rng.choice(world.cities)
+        rows = world.restaurants(city)
+        if rows:
+            days[j] = replace(days[j], **{slot: f"{rng.choice(rows).name}, {city}"})
+    elif kind == "repeat_meal" and len(filled_meals) >= 2:
+        (j, a), (k, b) = rng.sample(filled_meals, 2)
+        days[k] = replace(days[k], **{b: getattr(days[j], a)})
+    elif kind == "repeat_attraction":
+        spots = [a for d in days for a in d.attraction.split(";") if a.strip() and d.attraction != "-"]
+        if spots:
+            days[i] = replace(
+                day, attraction=(day.attraction if day.attraction != "-" else "") + rng.choice(spots) + ";"
+            )
+    elif kind == "drop_meal" and filled_meals:
+        j, slot = rng.choice(filled_meals)
+        days[j] = replace(days[j], **{slot: "-"})
+    elif kind == "bad_flight_number":
+        hits = [j for j, d in enumerate(days) if "Flight Number: " in d.transportation]
+        if hits:
+            j = rng.choice(hits)
+            days[j] = replace(
+                days[j],
+                transportation=days[j].transportation.replace("Flight Number: F", "Flight Number: F9", 1),
+            )
+    elif kind in ("driving_word", "mixed_self_driving", "empty_transport", "lowercase_flight"):
+        moving = [j for j, d in enumerate(days) if d.transportation not in ("", "-")]
+        if moving:
+            j = rng.choice(moving)
+            text = days[j].transportation
+            pair = days[j].current_city.replace("from ", "", 1).split(" to ", 1)
+            route = f"from {pair[0]} to {pair[1]}" if len(pair) == 2 else days[j].current_city
+            new = {
+                "driving_word": f"Driving, {route}, duration: 3 hours, distance: 300 km, cost: 15",
+                "mixed_self_driving": f"Self-driving, {route}, duration: 3 hours, distance: 300 km, cost: 15",
+                "empty_transport": "-",
+                "lowercase_flight": text.replace("Flight", "flight"),
+            }[kind]
+            days[j] = replace(days[j], transportation=new)
+    elif kind in ("partial_hotel_name", "other_hotel", "garbage_name"):
+        hotels = [j for j, d in enumerate(days) if d.accommodation not in ("", "-")]
+        if hotels:
+            j = rng.choice(hotels)
+            name, _, city = days[j].accommodation.rpartition(",")
+            if kind == "partial_hotel_name":
+                new = f"{name[: max(1, len(name) // 2)]},{city}"
+            elif kind == "garbage_name":
+                new = f"Hotel {rng.randrange(10**6)},{city}"
+            else:
+                rows = world.accommodations(before_city(city)) if world is not None else ()
+                new = f"{rng.choice(rows).name},{city}" if rows else days[j].accommodation
+            days[j] = replace(days[j], accommodation=new)
+    elif kind == "attraction_no_semicolon" and day.attraction not in ("", "-"):
+        days[i] = replace(day, attraction=day.attraction.rstrip(";") + ";Made Up Place, Nowhere")
+    elif kind == "extra_spaces" and filled_meals:
+        j, slot = rng.choice(filled_meals)
+        days[j] = replace(
+            days[j], **{slot: getattr(days[j], slot).replace(" ", "  ", 1).replace(",", " ,", 1)}
+        )
+    elif kind == "drop_day" and len(days) > 1:
+        del days[i]
+    elif kind == "extra_day":
+        days.append(replace(days[-1], days=len(days) + 1))
+    elif kind == "other_current_city" and world is not None:
+        days[i] = replace(day, current_city=rng.choice(world.cities))
+    elif kind == "swap_days" and len(days) > 1:
+        j = rng.randrange(len(days))
+        days[i], days[j] = replace(days[j], days=days[i].days), replace(days[i], days=days[j].days)
+    return tuple(days)
+
+
+def before_city(text: str) -> str:
+    """``' Dallas(Texas)'`` → ``'Dallas'`` (helper for mutations)."""
+    text = text.strip()
+    cut = text.find("(")
+    return text[:cut].strip() if cut > 0 else text
