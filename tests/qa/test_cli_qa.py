@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from star_lib.cli import build_parser, main
+
+
+def test_cli_qa_eval_baseline_smoke(qa_dir, wiki_corpus, tmp_path, capsys):
+    out = tmp_path / "run" / "qa.parquet"
+    code = main(
+        [
+            "qa-eval", "--model", "baseline", "--datasets", "nq,bamboogle",
+            "--data-dir", str(qa_dir / "deepresearcher_test"), "--corpus", str(wiki_corpus),
+            "--limit", "4", "--seed", "3", "--out", str(out), "--index-dir", str(tmp_path / "index"),
+            "--json", "--quiet",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "OOD QA — baseline" in printed and "bamboogle" in printed and "average" in printed
+    summary = json.loads(printed.strip().splitlines()[-1])
+    assert summary["nq/n"] == 4 and summary["average/n"] == 8
+    results = pl.read_parquet(out)
+    assert results.height == 8 and results["dataset"].unique(maintain_order=True).to_list() == [
+        "nq",
+        "bamboogle",
+    ]
+    stored = pl.read_parquet(tmp_path / "run" / "qa_summary.parquet")
+    assert stored.columns == ["dataset", "metric", "value"]
+
+
+def test_cli_qa_eval_single_file_data_dir(qa_dir, wiki_corpus, tmp_path):
+    out = tmp_path / "qa.parquet"
+    args = [
+        "qa-eval", "--model", "baseline", "--datasets", "nq",
+        "--data-dir", str(qa_dir / "corpus" / "flashrag_nq_test_sample.jsonl"), "--corpus", str(wiki_corpus),
+        "--out", str(out), "--index-dir", str(tmp_path / "index"), "--quiet",
+    ]  # fmt: skip
+    assert main(args) == 0
+    assert pl.read_parquet(out).height == 17
+
+
+def test_cli_qa_eval_errors_are_exit_code_2_with_a_message(qa_dir, tmp_path, capsys):
+    base = ["qa-eval", "--model", "baseline", "--data-dir", str(qa_dir / "deepresearcher_test"), "--quiet"]
+    assert (
+        main([*base, "--corpus", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "q.parquet")]) == 2
+    )
+    assert "corpus file not found" in capsys.readouterr().err
+    assert main([*base, "--corpus", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "q.csv")]) == 2
+    assert ".parquet" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                *base,
+                "--corpus",
+                str(tmp_path / "c.jsonl"),
+                "--limit",
+                "0",
+                "--out",
+                str(tmp_path / "q.parquet"),
+            ]
+        )
+        == 2
+    )
+    assert "limit must be >= 1" in capsys.readouterr().err
+
+
+def test_cli_qa_eval_is_registered():
+    args = build_parser().parse_args(["qa-eval", "--model", "m", "--data-dir", "d", "--corpus", "c"])
+    assert args.datasets == "all" and args.top_k == 3 and args.retriever == "bm25"
