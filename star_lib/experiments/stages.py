@@ -50,6 +50,12 @@ class Stage:
     """Counts towards GPU-hours when run on GPUs."""
     distributed: bool = False
     """Runs on every node of a multi-node job (torchrun/accelerate), not only on rank 0."""
+    options_type: Callable[[], type] | None = None
+    """The stage package's own config dataclass (lazy): section keys that are its fields go to ``options``."""
+    options_fixed: tuple[str, ...] = ()
+    """Fields of ``options_type`` the stage sets itself (paths, axes); the section may not set them."""
+    options_required: Mapping[str, Any] = field(default_factory=dict)
+    """Placeholder values of required ``options_type`` fields, used only to validate the section at load time."""
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -64,18 +70,31 @@ class Stage:
         """
         section = experiment.section(self.name)
         section_key = self.name.replace("-", "_")
-        own = [f.name for f in fields(self.config_type) if f.name not in AXES]
+        own = [f.name for f in fields(self.config_type) if f.name not in AXES and f.name != "options"]
         shadowed = sorted(set(section) & set(self.axes))
         if shadowed:
             raise ConfigError(f"{section_key}.{shadowed[0]}: set it at the top level (it is an experiment axis)")
-        unknown = sorted(set(section) - set(own))
+        passthrough = self._passthrough_fields()
+        unknown = sorted(set(section) - set(own) - set(passthrough))
         if unknown:
-            raise ConfigError(f"{section_key}: unknown key(s) {unknown}; allowed keys are {own}")
-        values = {**section, **{axis: getattr(experiment, axis) for axis in self.axes}}
+            raise ConfigError(f"{section_key}: unknown key(s) {unknown}; allowed keys are {own + passthrough}")
+        options = {k: v for k, v in section.items() if k in passthrough and k not in own}
+        values = {k: v for k, v in section.items() if k in own}
+        values.update({axis: getattr(experiment, axis) for axis in self.axes})
+        if "options" in {f.name for f in fields(self.config_type)}:
+            values["options"] = options
         try:
+            if options and self.options_type is not None:
+                self.options_type()(**{**self.options_required, **options})  # validates the values
             return self.config_type(**values)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{section_key}: {exc}") from None
+
+    def _passthrough_fields(self) -> list[str]:
+        """Section keys forwarded to the stage package's own config (``options_type``)."""
+        if self.options_type is None or unavailable_reason(self) is not None:
+            return []
+        return [f.name for f in fields(self.options_type()) if f.name not in self.options_fixed]
 
     def config_dict(self, config: Any) -> dict[str, Any]:
         """JSON-able form of a resolved config (part of the content key)."""
@@ -129,11 +148,10 @@ class Registry:
         Raises:
             ConfigError: a bad section value, or stages that are not available in this checkout.
         """
-        resolved = {name: self.get(name).resolve_config(experiment) for name in experiment.stages}
         missing = [r for name in experiment.stages if (r := unavailable_reason(self.get(name)))]
         if missing:
             raise ConfigError("; ".join(missing) + f" — drop those from `stages` (now {list(experiment.stages)})")
-        return resolved
+        return {name: self.get(name).resolve_config(experiment) for name in experiment.stages}
 
 
 def default_registry() -> Registry:

@@ -1,0 +1,302 @@
+"""Grids: the runs of one study — one grid per finding of the paper, and a factorial builder for any axes.
+
+Each finding exists at two scales: ``paper`` (the paper's models and data sizes, for GPUs/Slurm) and ``tiny``
+(the CPU preset; the model axis collapses to ``tiny`` and data sizes shrink ten-fold, so a laptop runs the
+same code path in minutes).
+
+A grid can also be a YAML file::
+
+    name: reward-x-noise
+    base: {model: tiny, stages: [world, synth, teacher, eval]}   # or a path to an experiment YAML
+    axes: {reward: [sum, success], tool_failure_rate: [0.0, 0.05]}
+    seeds: [0, 1]
+
+Axes may name nested stage settings with a dot (``synth.n_base``). Run names follow ``grid__run__seed``.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from star_lib.experiments.config import (
+    AXES,
+    STAGE_NAMES,
+    ConfigError,
+    ExperimentConfig,
+    load_config,
+)
+from star_lib.experiments.io import read_yaml, write_yaml_atomic
+
+SCALES: tuple[str, ...] = ("tiny", "paper")
+"""Grid scales."""
+PAPER_MODELS: tuple[str, ...] = ("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b")
+"""The paper's three model sizes."""
+_AXIS_LABELS: dict[str, str] = {
+    "model": "",
+    "reward": "",
+    "algorithm": "",
+    "difficulty": "diff",
+    "rl_data_size": "n",
+    "tool_failure_rate": "fail",
+    "tool_latency_ms": "lat",
+    "tool_corruption_rate": "corr",
+    "curriculum_boundaries": "cb",
+}
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A named set of experiment configs (the runs of one study)."""
+
+    name: str
+    """Grid name (folder under ``runs/``)."""
+    runs: tuple[ExperimentConfig, ...]
+    """One config per run; names are unique."""
+    axes: tuple[str, ...] = ()
+    """The axes the grid varies (seed included when several seeds)."""
+    finding: str | None = None
+    """The paper finding this grid reproduces (``reward``, ``scale``, …), if any."""
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9._=-]+", self.name):
+            raise ConfigError(f"grid name {self.name!r} is not allowed; use letters, digits and ._=- only")
+        names = [r.name for r in self.runs]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ConfigError(f"grid {self.name}: run names must be unique, repeated: {duplicates}")
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def run(self, name: str) -> ExperimentConfig:
+        """The run called ``name``."""
+        for config in self.runs:
+            if config.name == name:
+                return config
+        raise KeyError(f"grid {self.name} has no run {name!r}; runs: {[r.name for r in self.runs]}")
+
+    def with_stages(self, stages: Sequence[str]) -> Grid:
+        """The same grid with every run's stage list replaced (e.g. to stop before ``rl``)."""
+        return Grid(self.name, tuple(r.replace(stages=list(stages)) for r in self.runs), self.axes, self.finding)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Manifest form: name, finding, axes, every run's full config."""
+        return {
+            "name": self.name,
+            "finding": self.finding,
+            "axes": list(self.axes),
+            "runs": [r.to_dict() for r in self.runs],
+        }
+
+    def write_manifest(self, folder: str | os.PathLike[str]) -> Path:
+        """Write ``<folder>/grid.yaml`` (what ``star status`` and the results store read)."""
+        return write_yaml_atomic(Path(folder) / "grid.yaml", self.to_dict())
+
+    @classmethod
+    def from_manifest(cls, path: str | os.PathLike[str]) -> Grid:
+        """Read a ``grid.yaml`` manifest written by :meth:`write_manifest`."""
+        data = read_yaml(path)
+        return cls(
+            name=data["name"],
+            runs=tuple(ExperimentConfig.from_dict(r) for r in data["runs"]),
+            axes=tuple(data.get("axes") or ()),
+            finding=data.get("finding"),
+        )
+
+
+# ───────────────────────────── factorial builder ─────────────────────────────
+
+
+def _set_key(data: dict[str, Any], key: str, value: Any) -> None:
+    """Set a top-level axis or a dotted nested stage setting (``synth.n_base``) in a config dict."""
+    head, _, rest = key.partition(".")
+    if not rest:
+        if head not in AXES and head != "stages":
+            raise ConfigError(f"grid axis {key!r} is not allowed; use one of {list(AXES)} or a '<stage>.<key>' setting")
+        data[head] = value
+        return
+    section = head.replace("-", "_")
+    if section not in {s.replace("-", "_") for s in STAGE_NAMES}:
+        raise ConfigError(f"grid axis {key!r}: {head!r} is not a stage; stages are {list(STAGE_NAMES)}")
+    data.setdefault(section, {})
+    data[section] = {**(data[section] or {}), rest: value}
+
+
+def _label(key: str, value: Any) -> str:
+    """Short, file-name-safe label of one axis value (``fail=0.05``, ``sum``, ``n=100``)."""
+    if isinstance(value, (list, tuple)):
+        text = "-".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+    elif isinstance(value, float):
+        text = f"{value:g}"
+    else:
+        text = str(value)
+    text = re.sub(r"[^A-Za-z0-9.=-]+", "-", text.replace(":", "-"))
+    prefix = _AXIS_LABELS.get(key, key.split(".")[-1])
+    return f"{prefix}={text}" if prefix else text
+
+
+def factorial(
+    name: str,
+    base: ExperimentConfig | Mapping[str, Any],
+    axes: Mapping[str, Iterable[Any]],
+    seeds: Iterable[int] = (0,),
+    finding: str | None = None,
+) -> Grid:
+    """Cross any subset of axes (every combination × every seed) into a grid.
+
+    Example:
+        >>> g = factorial("rx", {"model": "tiny"}, {"reward": ["sum", "success"], "tool_failure_rate": [0, 0.1]})
+        >>> [r.name for r in g.runs][:2]
+        ['rx__sum_fail=0__s0', 'rx__sum_fail=0.1__s0']
+
+    Raises:
+        ConfigError: an axis that does not exist or a value it does not allow (validated per run).
+    """
+    base_dict = base.to_dict() if isinstance(base, ExperimentConfig) else dict(base)
+    axis_values = {key: list(values) for key, values in axes.items()}
+    empty = [k for k, v in axis_values.items() if not v]
+    if empty:
+        raise ConfigError(f"grid axis {empty[0]!r} has no values; give at least one")
+    seeds = list(seeds)
+    if not seeds:
+        raise ConfigError("seeds: give at least one seed")
+    runs = []
+    for combo in itertools.product(*axis_values.values()):
+        for seed in seeds:
+            data = copy.deepcopy(base_dict)
+            for key, value in zip(axis_values, combo):
+                _set_key(data, key, value)
+            data["seed"] = seed
+            label = "_".join(_label(k, v) for k, v in zip(axis_values, combo)) or "base"
+            data["name"] = f"{name}__{label}__s{seed}"
+            runs.append(ExperimentConfig.from_dict(data))
+    varied = tuple(axis_values) + (("seed",) if len(seeds) > 1 else ())
+    return Grid(name=name, runs=tuple(runs), axes=varied, finding=finding)
+
+
+# ───────────────────────────── the paper's findings ─────────────────────────────
+
+
+def base_config(scale: str) -> ExperimentConfig:
+    """The base experiment of every finding grid at ``scale`` (``tiny`` or ``paper``)."""
+    if scale == "tiny":
+        return ExperimentConfig.from_dict(
+            {
+                "model": "tiny",
+                "rl_data_size": 100,
+                "world": {"source": "synthetic", "scale": "small"},
+                "synth": {"n_base": 100},
+            }
+        )
+    if scale == "paper":
+        return ExperimentConfig.from_dict(
+            {
+                "model": "qwen2.5-3b",
+                "rl_data_size": 1000,  # spec §7: ~1K RL prompts
+                "world": {"source": "synthetic", "scale": "full"},
+            }
+        )
+    raise ConfigError(f"scale: {scale!r} is not allowed; choose one of {list(SCALES)}")
+
+
+def _models(scale: str, paper: Sequence[str]) -> list[str]:
+    return list(paper) if scale == "paper" else ["tiny"]
+
+
+def _data_sizes(scale: str) -> list[int]:
+    sizes = [100, 500, 1000, 2000]  # spec §9 data quantity
+    return sizes if scale == "paper" else [s // 10 for s in sizes]
+
+
+FINDINGS: dict[str, str] = {
+    "reward": "reward design: SUM / MACRO / SUCCESS / CURRICULUM × 1.5B / 3B / 7B",
+    "scale": "model scale: 1.5B / 3B / 7B",
+    "data": "RL data quantity: 100 / 500 / 1000 / 2000 prompts",
+    "difficulty": "RL data difficulty: easy / medium / hard / 4:3:3",
+    "algorithm": "algorithm: GRPO / DAPO / ARPO × 1.5B / 7B",
+    "noise": "tool-failure noise: 0 / 1 / 5 / 10 % at 3B",
+}
+"""The paper's findings, each a grid (spec §9)."""
+
+
+def finding_axes(finding: str, scale: str) -> dict[str, list[Any]]:
+    """The axes (and values) a finding varies at ``scale``."""
+    table: dict[str, dict[str, list[Any]]] = {
+        "reward": {"reward": ["sum", "macro", "success", "curriculum"], "model": _models(scale, PAPER_MODELS)},
+        "scale": {"model": _models(scale, PAPER_MODELS)},
+        "data": {"rl_data_size": _data_sizes(scale)},
+        "difficulty": {"difficulty": ["easy", "medium", "hard", "4:3:3"]},
+        "algorithm": {
+            "algorithm": ["grpo", "dapo", "arpo"],
+            "model": _models(scale, ("qwen2.5-1.5b", "qwen2.5-7b")),
+        },
+        "noise": {"tool_failure_rate": [0.0, 0.01, 0.05, 0.10], "model": _models(scale, ("qwen2.5-3b",))},
+    }
+    if finding not in table:
+        raise ConfigError(f"finding: {finding!r} is not allowed; choose one of {list(FINDINGS)}")
+    if scale not in SCALES:
+        raise ConfigError(f"scale: {scale!r} is not allowed; choose one of {list(SCALES)}")
+    return table[finding]
+
+
+def finding_grid(
+    finding: str,
+    scale: str = "tiny",
+    seeds: Iterable[int] = (0,),
+    stages: Sequence[str] | None = None,
+    base: ExperimentConfig | None = None,
+) -> Grid:
+    """The grid reproducing one finding, named ``<finding>-<scale>``."""
+    axes = finding_axes(finding, scale)
+    config = base or base_config(scale)
+    if stages is not None:
+        config = config.replace(stages=list(stages))
+    return factorial(f"{finding}-{scale}", config, axes, seeds=seeds, finding=finding)
+
+
+def load_grid(spec: str | os.PathLike[str], seeds: Iterable[int] | None = None) -> Grid:
+    """A grid from a YAML file, or a finding name ``<finding>`` / ``<finding>-<scale>`` (e.g. ``noise-paper``).
+
+    Raises:
+        ConfigError: an unknown finding/scale or a bad grid file, naming what is allowed.
+    """
+    path = Path(spec)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        return _grid_from_file(path, seeds)
+    finding, _, scale = str(spec).partition("-")
+    if finding not in FINDINGS:
+        raise ConfigError(
+            f"grid {spec!r} is neither a YAML file nor a finding; findings are {list(FINDINGS)} "
+            f"(optionally suffixed -tiny or -paper)"
+        )
+    return finding_grid(finding, scale or "tiny", seeds=seeds or (0,))
+
+
+def _grid_from_file(path: Path, seeds: Iterable[int] | None) -> Grid:
+    if not path.is_file():
+        raise FileNotFoundError(f"grid file {path} not found")
+    data = read_yaml(path) or {}
+    allowed = ["name", "base", "axes", "seeds", "finding"]
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise ConfigError(f"{path}: unknown grid key(s) {unknown}; allowed keys are {allowed}")
+    base = data.get("base") or {}
+    if isinstance(base, str):
+        base = load_config(path.parent / base)
+    try:
+        return factorial(
+            data.get("name") or path.stem,
+            base,
+            data.get("axes") or {},
+            seeds=seeds if seeds is not None else (data.get("seeds") or [0]),
+            finding=data.get("finding"),
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
