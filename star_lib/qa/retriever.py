@@ -266,11 +266,13 @@ class Analyzer:
             return words
         cache = self._cache
         missing = [w for w in set(words) if w not in cache]
-        if missing:
-            if len(cache) > 2_000_000:
-                cache.clear()
-            cache.update(zip(missing, self._stem_words(missing), strict=True))
-        return [cache[w] for w in words]
+        if not missing:
+            return [cache[w] for w in words]
+        fresh = dict(zip(missing, self._stem_words(missing), strict=True))
+        if len(cache) > 2_000_000:
+            self._cache = cache = {}  # bounded; a new dict, so a concurrent reader never sees it emptied
+        cache.update(fresh)
+        return [fresh[w] if w in fresh else cache[w] for w in words]
 
 
 # ───────────────────────────── BM25 ─────────────────────────────
@@ -329,12 +331,13 @@ def default_cache_dir() -> Path:
 def default_index_dir(
     corpus: str | os.PathLike[str], kind: str = "bm25s", cache_dir: Path | None = None
 ) -> Path:
-    """Where the index of ``corpus`` lives: beside it when its folder is writable, else in the cache.
+    """Return where the index of ``corpus`` lives: beside it when its folder is writable, else in the cache.
 
     Args:
         corpus: the corpus file.
         kind: index kind, used as the folder suffix (``bm25s``, ``dense-<model>``).
-        cache_dir: cache root for read-only corpora (default :func:`default_cache_dir`).
+        cache_dir: cache root; when given the index always goes there (default: beside the corpus, or
+            :func:`default_cache_dir` for a read-only folder).
 
     """
     corpus = Path(corpus).resolve()
@@ -394,9 +397,8 @@ class BM25Retriever:
         self._indptr: np.ndarray = scores["indptr"].view(np.ndarray)  # (n_terms + 1,)
         self._max_impact: np.ndarray = np.load(index_dir / "max_impact.npy", mmap_mode="r").view(np.ndarray)
         self._vocab: dict[str, int] = bm25.vocab_dict
-        self._acc = np.zeros(
-            len(corpus), dtype=np.float32
-        )  # reused score accumulator, reset after each query
+        # score accumulator reused by every query; only the touched rows are reset afterwards
+        self._acc = np.zeros(len(corpus), dtype=np.float32)  # (n_passages,)
         self._lock = threading.Lock()
 
     # ── building and loading ──
@@ -417,7 +419,8 @@ class BM25Retriever:
         Args:
             corpus: the corpus file (JSONL or TSV).
             index_dir: where the index lives (default :func:`default_index_dir`).
-            cache_dir: cache root used when the corpus folder is read-only.
+            cache_dir: cache root for the index (default: beside the corpus, or the user cache when the
+                corpus folder is read-only).
             config: BM25 settings (default :class:`BM25Config`).
             rebuild: build even when a matching index exists.
             show_progress: show a progress bar while indexing.

@@ -70,6 +70,16 @@ def test_retriever_top_k_matches_exhaustive_bm25s_scoring(wiki_retriever):
         np.testing.assert_allclose(full[rows], full[ref], rtol=1e-5, atol=1e-6)
 
 
+def test_retriever_repeated_query_terms_count_each_time(wiki_retriever):
+    for query in ("Morris Morris Evan", "lobbyist lobbyist lobbyist Washington", "river river"):
+        ids = wiki_retriever.term_ids(query)
+        assert len(ids) > len(set(ids))
+        full = wiki_retriever.bm25.get_scores_from_ids(ids)
+        rows, scores = wiki_retriever.top_k(query, 5)
+        ref = np.lexsort((np.arange(len(full)), -full))[:5]
+        np.testing.assert_allclose(scores, full[ref], rtol=1e-5)
+
+
 def test_retriever_unknown_words_return_nothing(wiki_retriever):
     assert wiki_retriever.search("qqqzzzxv", k=3) == []
     assert wiki_retriever.search("the of and", k=3) == []  # stopwords only
