@@ -35,9 +35,6 @@ from star_lib.travel import names as pools
 
 __all__ = ["SCALES", "ScaleSpec", "generate_tables"]
 
-# Continent box (degrees) the cities live in; about 4,300 km × 2,400 km.
-_LAT = (27.0, 47.5)
-_LON = (-121.0, -71.0)
 _EARTH_KM = 6371.0
 _KM_PER_MILE = 1.609344
 
@@ -78,6 +75,8 @@ class ScaleSpec:
     """Fraction of city pairs with no road information (empty duration/distance)."""
     fixed_pools: bool
     """Draw every name from the fixed tiny pools."""
+    box: tuple[float, float, float, float] = (27.0, 47.5, -121.0, -71.0)
+    """(lat min, lat max, lon min, lon max) of the land the states share (full: ≈4,300 × 2,400 km)."""
 
 
 SCALES: dict[str, ScaleSpec] = {
@@ -98,6 +97,7 @@ SCALES: dict[str, ScaleSpec] = {
         min_three=True,
         no_road_rate=0.02,
         fixed_pools=True,
+        box=(34.0, 43.0, -100.0, -82.0),  # ≈1,650 × 1,000 km: neighbouring states are a day's drive apart
     ),
     "small": ScaleSpec(
         name="small",
@@ -116,6 +116,7 @@ SCALES: dict[str, ScaleSpec] = {
         min_three=False,
         no_road_rate=0.03,
         fixed_pools=False,
+        box=(30.0, 46.0, -112.0, -76.0),
     ),
     "full": ScaleSpec(
         name="full",
@@ -211,9 +212,10 @@ def _geography(spec: ScaleSpec, rng: np.random.Generator) -> _Geo:
     cols = int(np.ceil(np.sqrt(n_states * 1.8)))
     rows = int(np.ceil(n_states / cols))
     cells = rng.permutation(cols * rows)[:n_states]
-    cell_w, cell_h = (_LON[1] - _LON[0]) / cols, (_LAT[1] - _LAT[0]) / rows
-    centre_lon = _LON[0] + (cells % cols + 0.5 + rng.uniform(-0.2, 0.2, n_states)) * cell_w
-    centre_lat = _LAT[0] + (cells // cols + 0.5 + rng.uniform(-0.2, 0.2, n_states)) * cell_h
+    lat0, lat1, lon0, lon1 = spec.box
+    cell_w, cell_h = (lon1 - lon0) / cols, (lat1 - lat0) / rows
+    centre_lon = lon0 + (cells % cols + 0.5 + rng.uniform(-0.2, 0.2, n_states)) * cell_w
+    centre_lat = lat0 + (cells // cols + 0.5 + rng.uniform(-0.2, 0.2, n_states)) * cell_h
     radius_deg = min(0.35 * min(cell_w, cell_h), 2.6)  # ≤ ~290 km: within-state trips stay drivable
     angle = rng.uniform(0, 2 * np.pi, n_cities)
     r = radius_deg * np.sqrt(rng.uniform(0.02, 1.0, n_cities))

@@ -7,7 +7,9 @@ an unknown city or state, or a malformed date each give a one-sentence error obs
 rethink (``error="no_result"``). Argument names follow the STAR prompt (spec §3).
 
 Each call is a hash lookup; the city-keyed observations are rendered once and cached (the world is
-immutable).
+immutable). Result tables are one header line and one row per item, fields separated by ``" | "``;
+the name comes first and may itself contain ``" | "`` (a few official names do), the other fields
+never do — so split a row from the right. Line breaks inside a name are shown as spaces.
 
 Example:
     >>> tools = ToolRegistry(World.synthetic(seed=0, scale="tiny"))  # doctest: +SKIP
@@ -43,6 +45,7 @@ DRIVING_MODES: dict[str, str] = {"driving": "self-driving", "self-driving": "sel
 
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _MAX_REPR = 60
+_BREAKS = re.compile(r"\r\n|[\r\n\t]")
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,11 @@ def _short(value: Any) -> str:
     """Return a bounded repr of an untrusted value for error messages."""
     text = repr(value)
     return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 3] + "..."
+
+
+def _one_line(text: str) -> str:
+    """Keep a table row on one line: a few official names hold line breaks or tabs."""
+    return _BREAKS.sub(" ", text) if "\n" in text or "\r" in text or "\t" in text else text
 
 
 def _num(value: float) -> str:
@@ -309,7 +317,7 @@ class ToolRegistry:
             "Name | Price per night | Room type | House rules | Minimum nights | Maximum occupancy | Rating",
         ]
         lines.extend(
-            f"{a.name} | {_num(a.price)} | {a.room_type} | {a.house_rules or '-'} | "
+            f"{_one_line(a.name)} | {_num(a.price)} | {a.room_type} | {a.house_rules or '-'} | "
             f"{_num(a.minimum_nights)} | {a.maximum_occupancy} | {_num(a.review_rate)}"
             for a in rows
         )
@@ -325,7 +333,9 @@ class ToolRegistry:
         if not rows:
             return _no_result(f"There is no restaurant in {city}. Please rethink: choose another city.")
         lines = [f"Restaurants in {city}:", "Name | Cuisines | Average cost | Rating"]
-        lines.extend(f"{r.name} | {r.cuisines} | {_num(r.average_cost)} | {_num(r.rating)}" for r in rows)
+        lines.extend(
+            f"{_one_line(r.name)} | {r.cuisines} | {_num(r.average_cost)} | {_num(r.rating)}" for r in rows
+        )
         return Observation("\n".join(lines))
 
     def _attractions(self, city: str) -> Observation:
@@ -338,7 +348,7 @@ class ToolRegistry:
         if not rows:
             return _no_result(f"There is no attraction in {city}. Please rethink: choose another city.")
         lines = [f"Attractions in {city}:", "Name | Address"]
-        lines.extend(f"{a.name} | {a.address}" for a in rows)
+        lines.extend(f"{_one_line(a.name)} | {_one_line(a.address)}" for a in rows)
         return Observation("\n".join(lines))
 
     def _cities(self, state: str) -> Observation:
