@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from star_lib.travel.checks import official_listing
 from star_lib.types import Accommodation, Attraction, Distance, Flight, Restaurant
 
 FALLBACK_DATES: tuple[str, str] = ("2022-03-01", "2022-03-31")
@@ -87,6 +88,8 @@ class WorldIndex:
         self._routes: dict[tuple[str, str], tuple[str, ...]] | None = None
         self._dates: tuple[str, ...] | None = None
         self._candidates: dict[tuple, Any] = {}
+        self._usable_in: dict[str, tuple[str, ...]] = {}
+        self._usable: dict[str, bool] = {}
         self.cities: tuple[str, ...] = tuple(sorted(world.cities))
         self.states: tuple[str, ...] = tuple(sorted(world.states))
         self._state_of = {c: world.state_of(c) for c in self.cities}
@@ -94,7 +97,7 @@ class WorldIndex:
     # ── rows a plan may name ──────────────────────────────────────────────
 
     def hotels(self, city: str) -> tuple[Accommodation, ...]:
-        """Accommodations of ``city`` with clean, unambiguous names and a known minimum stay."""
+        """Accommodations of ``city`` with clean, unambiguous names that the official loader keeps."""
         if city not in self._hotels:
             rows = tuple(self.world.accommodations(city))
             ok = unambiguous([r.name for r in rows])
@@ -106,6 +109,7 @@ class WorldIndex:
                 and not math.isnan(float(r.minimum_nights))
                 and not math.isnan(float(r.price))
                 and int(r.maximum_occupancy or 0) >= 1
+                and official_listing(r)
             )
         return self._hotels[city]
 
@@ -133,7 +137,11 @@ class WorldIndex:
 
     def usable(self, city: str) -> bool:
         """Tell whether a trip can stay in ``city``: some hotel, a full day of meals, and an attraction."""
-        return bool(self.hotels(city)) and len(self.restaurants(city)) >= 6 and bool(self.attractions(city))
+        ok = self._usable.get(city)
+        if ok is None:
+            ok = bool(self.hotels(city)) and len(self.restaurants(city)) >= 3 and bool(self.attractions(city))
+            self._usable[city] = ok
+        return ok
 
     def state_of(self, city: str) -> str | None:
         """State of ``city`` (None when unknown)."""
@@ -143,8 +151,12 @@ class WorldIndex:
 
     def usable_cities_in(self, state: str, exclude: Iterable[str] = ()) -> tuple[str, ...]:
         """Usable cities of ``state``, sorted, without ``exclude``."""
+        cities = self._usable_in.get(state)
+        if cities is None:
+            cities = tuple(sorted(c for c in self.world.cities_in(state) if self.usable(c)))
+            self._usable_in[state] = cities
         skip = set(exclude)
-        return tuple(sorted(c for c in self.world.cities_in(state) if c not in skip and self.usable(c)))
+        return tuple(c for c in cities if c not in skip) if skip & set(cities) else cities
 
     # ── transport ─────────────────────────────────────────────────────────
 
@@ -167,6 +179,13 @@ class WorldIndex:
         if key not in self._flights:
             self._flights[key] = tuple(self.world.flights(origin, dest, date))
         return self._flights[key]
+
+    def route_dates(self, origin: str, dest: str) -> frozenset[str]:
+        """Dates with at least one flight on a route (cached set)."""
+        key = ("route-dates", origin, dest)
+        if key not in self._candidates:
+            self._candidates[key] = frozenset(self.routes.get((origin, dest), ()))
+        return self._candidates[key]
 
     @property
     def routes(self) -> dict[tuple[str, str], tuple[str, ...]]:

@@ -287,7 +287,7 @@ def _people_phrase(people: int, rng: random.Random) -> str:
 def _budget_phrase(budget: int, we: dict[str, str], rng: random.Random) -> str:
     money = _money(budget, rng)
     options = (
-        f"with a budget of {money}",
+        f"the budget is {money}",
         f"{we['our']} total budget is {money}",
         f"{we['we']} can spend at most {money}",
         f"the whole trip should cost no more than {money}",

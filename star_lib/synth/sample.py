@@ -215,58 +215,117 @@ def _drive_states(
     index: WorldIndex, days: int, max_km: float | None, min_cities: int
 ) -> list[tuple[str, str]]:
     """(org, state) pairs whose state has a reachable first city and a different last city with a way home."""
-    k = VISITING_CITIES[days]
+    need = max(min_cities, VISITING_CITIES[days])
     out = []
     for st in index.states:
+        in_state = index.usable_cities_in(st)
+        if len(in_state) < need:
+            continue
         for o in index.cities:
             if index.state_of(o) in (None, st):
                 continue
-            cities = index.usable_cities_in(st, exclude=[o])
-            if len(cities) < max(min_cities, k):
-                continue
             firsts = [
-                c
-                for c in cities
-                if (leg := index.leg(o, c)) is not None and (max_km is None or leg.row.km <= max_km)
+                c for c in in_state if (leg := index.leg(o, c)) and (max_km is None or leg.row.km <= max_km)
             ]
-            lasts = [c for c in cities if index.leg(c, o) is not None]
+            if not firsts:
+                continue
+            lasts = [c for c in in_state if index.leg(c, o) is not None]
             if any(a != b for a in firsts for b in lasts):
                 out.append((o, st))
     return out
 
 
-def _fly_candidates(
-    index: WorldIndex, days: int, cfg: SynthConfig, notes: list[str]
-) -> list[tuple[str, str, str]]:
-    """Flight-trip candidates; relax ``min_flights`` on sparse worlds, avoid drive-distance routes."""
+SAMPLE_TRIES = 256
+"""Random route/date draws before a flight-trip sampler falls back to enumerating every candidate."""
+
+
+def _fly_pool(index: WorldIndex, days: int, min_cities: int) -> list[tuple[str, str]]:
+    """Flight routes that can open a trip: different states, a usable first city (or state)."""
+    need = max(min_cities, VISITING_CITIES[days])
+
+    def build() -> list[tuple[str, str]]:
+        out = []
+        for o, c in sorted(index.routes):
+            so, sc = index.state_of(o), index.state_of(c)
+            if not so or not sc or so == sc or not index.usable(c):
+                continue
+            if days == 3 and (c, o) in index.routes:
+                out.append((o, c))
+            elif days > 3 and len(index.usable_cities_in(sc, exclude=[o])) >= need:
+                out.append((o, c))
+        return out
+
+    return index.cached(("fly-pool", days, need), build)
+
+
+def _try_fly(index: WorldIndex, days: int, pair: tuple[str, str], rng: random.Random, mf: int):
+    """Draw a start date for a route; return (org, dest, start) when both ends have ``mf`` flights."""
+    o, c = pair
+    dates = index.routes[pair]
+    if days == 3:
+        back = index.route_dates(c, o)
+        starts = [s for s in dates if add_days(s, 2) in back]
+        if not starts:
+            return None
+        s = starts[rng.randrange(len(starts))]
+        ok = len(index.flights(o, c, s)) >= mf and len(index.flights(c, o, add_days(s, 2))) >= mf
+        return (o, c, s) if ok else None
+    s = dates[rng.randrange(len(dates))]
+    if len(index.flights(o, c, s)) < mf:
+        return None
+    e, state = add_days(s, days - 1), index.state_of(c)
+    for last in index.usable_cities_in(state, exclude=[o]):
+        if last != c and e in index.route_dates(last, o) and len(index.flights(last, o, e)) >= mf:
+            return (o, state, s)
+    return None
+
+
+def _is_far(index: WorldIndex, days: int, org: str, dest: str, cfg: SynthConfig) -> bool:
+    cities = (dest,) if days == 3 else index.usable_cities_in(dest, exclude=[org])
+    return not _near(index, org, cities, cfg.max_drive_km)
+
+
+def _enumerate_fly(index: WorldIndex, days: int, mf: int, cfg: SynthConfig) -> tuple[list, list]:
+    """Every flight-trip candidate, and those beyond driving distance (cached per world)."""
+
+    def build() -> tuple[list, list]:
+        if days == 3:
+            cands = _fly_single(index, mf)
+        else:
+            cands = _fly_state(index, days, mf, cfg.min_state_cities)
+        far_pairs = {(o, d) for o, d, _ in cands if _is_far(index, days, o, d, cfg)}
+        return cands, [c for c in cands if (c[0], c[1]) in far_pairs]
+
+    return index.cached(("fly-all", days, mf, cfg.min_state_cities, cfg.max_drive_km), build)
+
+
+def _draw_fly(index: WorldIndex, days: int, rng: random.Random, cfg: SynthConfig, notes: list[str]):
+    """Draw (org, dest, start) of a flight trip: random draws first, exhaustive enumeration as fallback.
+
+    Routes within driving distance are avoided (the solver would drive them); ``min_flights`` is relaxed
+    to 1 on sparse worlds when ``relax_on_sparse``. Both relaxations are noted.
+    """
+    pool = _fly_pool(index, days, cfg.min_state_cities)
     thresholds = [cfg.min_flights] + ([1] if cfg.relax_on_sparse and cfg.min_flights > 1 else [])
-    for mf in thresholds:
-        key = ("fly", days, mf, cfg.min_state_cities, cfg.max_drive_km)
-
-        def build(mf: int = mf) -> tuple[list, list]:
-            if days == 3:
-                cands = _fly_single(index, mf)
-            else:
-                cands = _fly_state(index, days, mf, cfg.min_state_cities)
-            cities = {}
-            far = []
-            for o, d, s in cands:
-                if (o, d) not in cities:
-                    dest_cities = (d,) if days == 3 else index.usable_cities_in(d, exclude=[o])
-                    cities[(o, d)] = not _near(index, o, dest_cities, cfg.max_drive_km)
-                if cities[(o, d)]:
-                    far.append((o, d, s))
-            return cands, far
-
-        cands, far = index.cached(key, build)
-        if mf != cfg.min_flights and cands:
-            notes.append(f"relaxed min_flights {cfg.min_flights}->{mf} ({days}-day flight trips)")
-        if far:
-            return far
-        if cands:
-            notes.append(f"flight trip within {cfg.max_drive_km:g} km by road ({days}-day)")
-            return cands
-    return []
+    for mf in thresholds if pool else []:
+        relaxed = (
+            [f"relaxed min_flights {cfg.min_flights}->{mf} ({days}-day flight trips)"]
+            if mf != cfg.min_flights
+            else []
+        )
+        for _ in range(SAMPLE_TRIES):
+            got = _try_fly(index, days, pool[rng.randrange(len(pool))], rng, mf)
+            if got is not None and _is_far(index, days, got[0], got[1], cfg):
+                notes.extend(relaxed)
+                return got
+        cands, far = _enumerate_fly(index, days, mf, cfg)
+        if far or cands:
+            notes.extend(relaxed)
+            if not far:
+                notes.append(f"flight trip within {cfg.max_drive_km:g} km by road ({days}-day)")
+            chosen = far or cands
+            return chosen[rng.randrange(len(chosen))]
+    return None
 
 
 def _drive_candidates(index: WorldIndex, days: int, max_km: float | None, cfg: SynthConfig) -> list:
@@ -298,15 +357,15 @@ def _pick_route(
                 "(add distance rows, or drop 'no flight' trips from the hard level)"
             )
         notes.append(f"no driving route within {cfg.max_drive_km:g} km ({days}-day); drew a flight trip")
-    cands = _fly_candidates(index, days, cfg, notes)
-    if not cands:
+    got = _draw_fly(index, days, rng, cfg, notes)
+    if got is None:
         shape = "a city" if days == 3 else f"a state with >= {cfg.min_state_cities} usable cities"
         raise NoCandidateError(
             f"no {days}-day flight trip is possible: no origin/{shape} pair in different states has "
             f"flights on both the first and the last date (world has {len(index.routes)} flight routes); "
             "use a world with more flights or restrict days_choices"
         )
-    org, dest, start = cands[rng.randrange(len(cands))]
+    org, dest, start = got
     return org, dest, start, "fly"
 
 

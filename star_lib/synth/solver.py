@@ -60,6 +60,8 @@ ROOM_TYPE_ROWS: dict[str, Callable[[str], bool]] = {
     "entire room": lambda t: t == "Entire home/apt",
 }
 MEALS: tuple[str, ...] = ("breakfast", "lunch", "dinner")
+MEAL_STYLES: tuple[str, ...] = ("full", "minimal")
+"""Day layouts tried in order: meals and sights on travel days too, then only on full days."""
 
 
 @dataclass(frozen=True)
@@ -108,11 +110,14 @@ class DaySlot:
     night: str | None
 
 
-def layout(org: str, seq: Sequence[str], nights: Sequence[int], days: int) -> list[DaySlot]:
+def layout(
+    org: str, seq: Sequence[str], nights: Sequence[int], days: int, style: str = "full"
+) -> list[DaySlot]:
     """Lay out the days of a trip: arrive for dinner, full days in town, leave after breakfast.
 
     First day (org→c1): dinner in c1. Move day (ci→cj): breakfast in ci; attraction and dinner in cj.
     Last day (ck→org): breakfast and attraction in ck. Other days: three meals and attractions.
+    The ``minimal`` style (for small cities or tight budgets) leaves travel days without meals or sights.
     """
     arrivals, night_city, day = {}, {}, 1
     for i, (city, n) in enumerate(zip(seq, nights, strict=True)):
@@ -132,6 +137,8 @@ def layout(org: str, seq: Sequence[str], nights: Sequence[int], days: int) -> li
                 meals, attraction = (("breakfast", a), ("lunch", None), ("dinner", None)), a
             else:
                 meals, attraction = (("breakfast", a), ("lunch", None), ("dinner", b)), b
+            if style == "minimal":
+                meals, attraction = tuple((m, None) for m in MEALS), None
             slots.append(DaySlot(d, f"from {a} to {b}", (a, b), meals, attraction, night))
         else:
             city = night_city[d]
@@ -151,11 +158,11 @@ class Skeleton:
     """Nights in each visiting city."""
 
 
-def skeleton(days: int, nights: Sequence[int]) -> Skeleton:
+def skeleton(days: int, nights: Sequence[int], style: str = "full") -> Skeleton:
     """Return the :class:`Skeleton` of :func:`layout` for ``days`` and a nights split."""
     names = tuple(f"\0{i}" for i in range(len(nights)))
     pos = {name: i for i, name in enumerate(names)} | {"\0org": -1}
-    slots = layout("\0org", names, nights, days)
+    slots = layout("\0org", names, nights, days, style)
     legs = tuple((pos[s.leg[0]], pos[s.leg[1]], s.day - 1) for s in slots if s.leg is not None)
     meals = Counter(pos[c] for s in slots for _, c in s.meals if c)
     return Skeleton(legs=legs, meals=tuple(meals[i] for i in range(len(nights))), nights=tuple(nights))
@@ -306,11 +313,11 @@ class _Solver:
         return total
 
     def build(
-        self, seq: Sequence[str], nights: Sequence[int], mode: str
+        self, seq: Sequence[str], nights: Sequence[int], mode: str, style: str = "full"
     ) -> tuple[tuple[DayPlan, ...], float] | Rejection:
         """Return the full plan and its group cost, or the reason it cannot be built."""
         record = self.record
-        slots = layout(record.org, seq, nights, record.days)
+        slots = layout(record.org, seq, nights, record.days, style)
         transport, cost = {}, 0.0
         for slot in slots:
             if slot.leg is not None:
@@ -341,7 +348,7 @@ class _Solver:
     ) -> dict[tuple[int, str], tuple[Restaurant, str]] | Rejection:
         need = Counter(c for s in slots for _, c in s.meals if c)
         chosen: dict[str, list[Restaurant]] = {c: [] for c in seq}
-        used: set[str] = set()
+        used: set[tuple[str, str]] = set()
         wanted = list(self.constraint.cuisine or ())
         covered: set[str] = set()
         for cuisine in wanted:
@@ -352,21 +359,21 @@ class _Solver:
                 for c in seq
                 if len(chosen[c]) < need[c]
                 for r in self.restaurants(c)
-                if r.name not in used and cuisine in _cuisines(r)
+                if (r.name, c) not in used and cuisine in _cuisines(r)
             ]
             if not pool:
                 return Rejection(R_CUISINE, f"{cuisine} in {', '.join(seq)}")
             _, city, best = min(pool, key=lambda x: (x[0], x[1]))
             chosen[city].append(best)
-            used.add(best.name)
+            used.add((best.name, city))
             covered.update(c for c in wanted if c in _cuisines(best))
         for city in seq:
             for r in self.restaurants(city):
                 if len(chosen[city]) >= need[city]:
                     break
-                if r.name not in used:
+                if (r.name, city) not in used:
                     chosen[city].append(r)
-                    used.add(r.name)
+                    used.add((r.name, city))
             if len(chosen[city]) < need[city]:
                 return Rejection(R_RESTAURANTS, f"{city}: {len(chosen[city])} < {need[city]}")
         queues = {c: sorted(rows, key=self._restaurant_key) for c, rows in chosen.items()}
@@ -382,17 +389,15 @@ class _Solver:
     ) -> dict[int, list[tuple[Attraction, str]]] | Rejection:
         days_in = {c: [s.day for s in slots if s.attraction == c] for c in seq}
         out: dict[int, list[tuple[Attraction, str]]] = {}
-        used: set[str] = set()
         for city, days in days_in.items():
             if not days:
                 continue
-            rows = [a for a in self.attractions(city) if a.name not in used]
+            rows = self.attractions(city)  # each city is visited once, so no repeats across cities
             per_day = min(self.cfg.attractions_per_day, len(rows) // len(days))
             if per_day < 1:
                 return Rejection(R_ATTRACTIONS, f"{city}: {len(rows)} < {len(days)}")
             for i, day in enumerate(days):
                 out[day] = [(a, city) for a in rows[i * per_day : (i + 1) * per_day]]
-                used.update(a.name for a, _ in out[day])
         return out
 
     @staticmethod
@@ -545,10 +550,10 @@ def solve(world: Any, record: QueryRecord, cfg: SynthConfig | None = None) -> tu
         details.setdefault(rej.reason, rej.detail)
 
     tries = 0
-    for mode in _modes(record, preferred_mode(index, record, cfg)):
+    for mode, style in itertools.product(_modes(record, preferred_mode(index, record, cfg)), MEAL_STYLES):
         for nights in night_splits(record.days, k):
             hotel_failures = reasons[R_HOTELS]
-            sk = skeleton(record.days, nights)
+            sk = skeleton(record.days, nights, style)
             scored = []
             for seq in _city_orders(solver, cities, sk, mode, note):
                 est = solver.estimate(seq, sk, mode)
@@ -563,7 +568,7 @@ def solve(world: Any, record: QueryRecord, cfg: SynthConfig | None = None) -> tu
                 if tries >= cfg.max_plan_tries:
                     return _pick_reason(reasons, details, cheapest[0], record.budget)
                 tries += 1
-                plan = _prove(solver, seq, nights, mode, note, cheapest)
+                plan = _prove(solver, seq, nights, mode, style, note, cheapest)
                 if plan is not None:
                     return plan
             if reasons[R_HOTELS] == hotel_failures:
@@ -571,9 +576,11 @@ def solve(world: Any, record: QueryRecord, cfg: SynthConfig | None = None) -> tu
     return _pick_reason(reasons, details, cheapest[0], record.budget)
 
 
-def _prove(solver: _Solver, seq, nights, mode, note, cheapest: list[float]) -> tuple[DayPlan, ...] | None:
+def _prove(
+    solver: _Solver, seq, nights, mode, style, note, cheapest: list[float]
+) -> tuple[DayPlan, ...] | None:
     """Build one plan and check budget and evaluators; None (with the reason noted) when it fails."""
-    built = solver.build(seq, nights, mode)
+    built = solver.build(seq, nights, mode, style)
     if isinstance(built, Rejection):
         note(built)
         return None
