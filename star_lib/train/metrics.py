@@ -89,13 +89,26 @@ class ParquetMetricsCallback(TrainerCallback):
     def __init__(self, log: MetricsLog, stage: str) -> None:
         self.log = log
         self.stage = stage
+        self._step_start = time.monotonic()
+        self._step_s: float | None = None
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Start the step clock."""
+        self._step_start = time.monotonic()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Stop the step clock (``time/step_s`` of the next log row: rollouts + update for GRPO)."""
+        self._step_s = time.monotonic() - self._step_start
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
     ) -> None:
-        """Record ``logs`` with the global step and epoch."""
+        """Record ``logs`` with the global step, epoch and the last step's duration."""
         if logs:
-            self.log.append(self.stage, state.global_step, {**logs, "epoch": state.epoch or 0.0})
+            extra = {"epoch": state.epoch or 0.0}
+            if self._step_s is not None:
+                extra["time/step_s"] = self._step_s
+            self.log.append(self.stage, state.global_step, {**logs, **extra})
 
 
 class TimeBudgetCallback(TrainerCallback):

@@ -105,6 +105,38 @@ class SFTHyperparams:
 
 
 @dataclass(frozen=True)
+class RLHyperparams:
+    """Default GRPO settings of a preset (``RLRunConfig`` fields override them)."""
+
+    learning_rate: float
+    """Peak learning rate."""
+    num_generations: int = 8
+    """Episodes per prompt (the GRPO group size G)."""
+    max_turns: int = 30
+    """Most assistant turns per episode."""
+    max_context_tokens: int = 32768
+    """Context budget of an episode (prompt + all turns)."""
+    max_new_tokens: int = 1024
+    """Most tokens per assistant turn."""
+    temperature: float = 1.0
+    """Sampling temperature of the rollouts."""
+    bf16: bool = True
+    """bfloat16 mixed precision."""
+    gradient_checkpointing: bool = False
+    """Trade compute for memory in the policy-gradient pass."""
+
+    def __post_init__(self) -> None:
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if self.num_generations < 2:
+            raise ValueError(
+                f"num_generations must be >= 2 (GRPO compares episodes), got {self.num_generations}"
+            )
+        if self.max_context_tokens <= self.max_new_tokens:
+            raise ValueError("max_context_tokens must exceed max_new_tokens")
+
+
+@dataclass(frozen=True)
 class ModelPreset:
     """A named model choice: where the weights come from and how to fine-tune them."""
 
@@ -120,6 +152,8 @@ class ModelPreset:
     """Model shape for presets built from a config; None for hub checkpoints."""
     dtype: str = "bfloat16"
     """Weight dtype when loading (``float32`` for the tiny CPU model; bf16 autocast still applies)."""
+    rl: RLHyperparams = field(default_factory=lambda: RLHyperparams(learning_rate=1e-6))
+    """Default GRPO settings."""
 
     @property
     def is_tiny(self) -> bool:
@@ -147,6 +181,14 @@ def _qwen(size: str, epochs: int) -> ModelPreset:
             bf16=True,
             gradient_checkpointing=True,
         ),
+        rl=RLHyperparams(
+            learning_rate=1e-6,  # TRL's GRPO default; not a value quoted from the paper
+            num_generations=8,
+            max_turns=30,  # STAR's inference code allows 50; the expert needs up to ~20
+            max_context_tokens=32768,
+            max_new_tokens=1024,
+            gradient_checkpointing=True,
+        ),
     )
 
 
@@ -164,6 +206,15 @@ PRESETS: dict[str, ModelPreset] = {
             per_device_train_batch_size=16,  # the probe's batch (STACK.md)
             gradient_accumulation_steps=1,
             max_length=2048,
+            bf16=True,
+            gradient_checkpointing=False,
+        ),
+        rl=RLHyperparams(
+            learning_rate=5e-5,  # a from-scratch 2 M-parameter model after SFT at 2e-3
+            num_generations=8,
+            max_turns=20,
+            max_context_tokens=4096,
+            max_new_tokens=192,
             bf16=True,
             gradient_checkpointing=False,
         ),
