@@ -1,13 +1,15 @@
-"""``star sft``: SFT cold start on teacher trajectories (TRL SFTTrainer, loss on assistant turns only).
+"""``star sft`` (SFT cold start, TRL SFTTrainer) and ``star rl`` (multi-turn GRPO, TRL GRPOTrainer).
 
 Example::
 
     star sft --data data/sft/ --preset tiny --out runs/tiny/sft --copy-warmup-steps 1500 --time-budget 600
     star sft --data data/sft/ --preset qwen2.5-1.5b --model /models/Qwen2.5-1.5B-Instruct --out runs/q15/sft
+    star rl --config configs/rl_tiny.yaml --max-steps 40
 
-Flags left out take the preset's values (``star_lib.train.models.PRESETS``). The run folder receives
-``config.yaml``, ``checkpoints/``, ``model/`` and ``metrics.parquet``; the last line printed is a JSON
-summary.
+``star sft`` flags left out take the preset's values (``star_lib.train.models.PRESETS``). ``star rl`` reads
+an :class:`star_lib.train.rl.RLRunConfig` from YAML (fields at top level or under ``rl:``); its flags
+override the file. Run folders receive ``config.yaml``, ``checkpoints/``, ``model/`` and ``metrics.parquet``
+(and ``rollouts.parquet`` for RL); the last line printed is a JSON summary.
 """
 
 from __future__ import annotations
@@ -62,6 +64,21 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--resume", default=None, help="checkpoint folder to resume from")
     parser.set_defaults(func=run_sft_command)
+
+    rl = subparsers.add_parser(
+        "rl",
+        help="multi-turn GRPO in the travel environment (TRL GRPOTrainer + our rollout_func)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rl.add_argument("--config", required=True, help="YAML file of RLRunConfig fields")
+    rl.add_argument("--out", default=None, help="run folder (overrides output_dir)")
+    rl.add_argument("--model", default=None, help="policy to start from (overrides model_path)")
+    rl.add_argument("--data", default=None, help="training queries JSONL (overrides data)")
+    rl.add_argument("--max-steps", type=int, default=None, help="optimizer steps (overrides max_steps)")
+    rl.add_argument("--reward", default=None, help="sum | macro | success | curriculum (overrides reward)")
+    rl.add_argument("--seed", type=int, default=None, help="seed (overrides seed)")
+    rl.set_defaults(func=run_rl_command)
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
@@ -120,6 +137,42 @@ def run_sft_command(args: argparse.Namespace) -> int:
         "warmup_final_loss": round(result.warmup.final_loss, 4) if result.warmup else None,
     }
     table = Table(title=f"star sft → {Path(args.out)}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in summary.items():
+        table.add_row(key, str(value))
+    Console(stderr=True).print(table)
+    print(json.dumps(summary))
+    return 0
+
+
+def run_rl_command(args: argparse.Namespace) -> int:
+    """Run ``star rl``: GRPO from a YAML config, then print a table and a JSON summary line."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from star_lib.train.rl import RLRunConfig, run_rl
+
+    cfg = RLRunConfig.from_yaml(
+        args.config,
+        output_dir=args.out,
+        model_path=args.model,
+        data=args.data,
+        max_steps=args.max_steps,
+        reward=args.reward,
+        seed=args.seed,
+    )
+    result = run_rl(cfg)
+    summary = {
+        "model_dir": str(result.model_dir),
+        "steps": result.steps,
+        "seconds": round(result.seconds, 1),
+        "reward_first": round(result.rewards[0], 4) if result.rewards else None,
+        "reward_last": round(result.rewards[-1], 4) if result.rewards else None,
+        "metrics": str(result.metrics_path),
+        "rollouts": str(result.rollouts_path),
+    }
+    table = Table(title=f"star rl → {result.output_dir}")
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in summary.items():

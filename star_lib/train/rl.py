@@ -1,0 +1,703 @@
+"""Multi-turn GRPO on TRL: ``GRPOTrainer`` + our ``rollout_func`` running whole travel-planning episodes.
+
+TRL 1.16 gives the algorithm (group-relative advantages, clip-higher, token-level DAPO loss, no KL with
+``beta=0``); this module adds only what TRL lacks for tool-using agents (``../shared/STACK.md``):
+
+- **Rollouts**: TRL hands :func:`make_rollout_func`'s function the batch's prompts, each repeated
+  ``num_generations`` times in consecutive groups. Every prompt is a JSON query record; the function runs one
+  episode per prompt with :func:`star_lib.agent.rollout.run_episodes` (the current policy, the tools, optional
+  fault injection) and returns TRL's rows: ``prompt_ids``, ``completion_ids`` (all turns, tool responses
+  included), ``env_mask`` (1 on model tokens only — tool output never enters the loss), ``logprobs`` (vLLM),
+  plus ``report``/``malformed``/``progress`` columns for the reward functions.
+- **Strict protocol**: rewards come from :mod:`star_lib.rewards` with the format gate — a malformed or
+  unfinished episode earns 0 whatever its plan.
+- **Truncation** (the paper's overlong masking): an episode that hit the turn or context limit gets an
+  all-zero ``env_mask``: it leaves the loss and the token normaliser, but its reward still enters its
+  group's mean and standard deviation (TRL computes advantages from all rows). ``mask_truncated_completions``
+  additionally masks any completion that does not end in EOS.
+- **Logging**: each step's ``metrics.parquet`` row holds TRL's metrics (``reward``, ``rewards/<fn>/mean``,
+  ``frac_reward_zero_std``, ``entropy``, ``clip_ratio/*``, ``completions/*``) and ours (``env/…``: success,
+  format-error, truncation and malformed rates, tool calls, faults, response tokens; ``reward/<component>``;
+  ``time/…``); sample episodes go to ``rollouts.parquet``; a held-out set is evaluated every ``eval_steps``.
+
+Run folder (``output_dir``): ``config.yaml``, ``checkpoints/``, ``model/``, ``metrics.parquet``,
+``rollouts.parquet``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from star_lib.train.models import PRESETS, get_preset
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from star_lib.agent.config import RolloutConfig
+    from star_lib.agent.env import Episode
+    from star_lib.train.metrics import MetricsLog
+
+REWARD_NAMES: tuple[str, ...] = ("sum", "macro", "success", "curriculum")
+"""Rewards of spec §8 (CURRICULUM switches SUM → MACRO → SUCCESS over training)."""
+
+PolicyFactory = Callable[[Any, "RLRunConfig"], Any]
+"""``(trainer, cfg) -> Policy``: builds the policy that writes the rollout turns (tests inject scripts)."""
+
+
+# ───────────────────────────── config ─────────────────────────────
+
+
+@dataclass
+class RLRunConfig:
+    """One GRPO run. ``None`` values take the preset's (``ModelPreset.rl``)."""
+
+    data: str
+    """Training queries: a JSONL split written by ``star synth`` (QueryRecord per line)."""
+    output_dir: str
+    """The run folder (``runs/<experiment>/<run>``); created."""
+    model_path: str
+    """The policy to start from: the SFT run's ``model/`` folder (or a hub id)."""
+    world: str = "synthetic:small:0"
+    """The database behind tools and evaluator: a folder, or ``synthetic:<tiny|small|full>:<seed>``."""
+    preset: str = "tiny"
+    """Model preset whose RL defaults apply."""
+    reward: str = "sum"
+    """``sum`` | ``macro`` | ``success`` | ``curriculum`` (spec §8); all behind the format gate."""
+    curriculum_boundaries: tuple[float, float] = (1 / 3, 2 / 3)
+    """Training fractions where CURRICULUM switches SUM → MACRO → SUCCESS."""
+    eval_mode: Literal["strict", "official"] = "strict"
+    """Evaluator mode for rewards (strict closes the official evaluator's loopholes)."""
+    num_generations: int | None = None
+    """Episodes per prompt (group size G)."""
+    prompts_per_step: int = 2
+    """Distinct prompts per optimizer step (the step's batch holds ``prompts_per_step × G`` episodes)."""
+    micro_batch_size: int | None = None
+    """Episodes per forward/backward pass (gradient accumulation fills the step); None: the whole batch."""
+    learning_rate: float | None = None
+    """Peak learning rate (constant after warm-up)."""
+    warmup_steps: int = 0
+    """Linear learning-rate warm-up steps."""
+    max_steps: int = 50
+    """Optimizer steps (= rollout batches: one on-policy update per batch)."""
+    beta: float = 0.0
+    """KL coefficient; the paper drops the KL term (no reference model)."""
+    epsilon: float = 0.2
+    """Lower clip range of the importance ratio."""
+    epsilon_high: float = 0.28
+    """Upper clip range (clip-higher, DAPO's 0.28); must exceed ``epsilon``."""
+    loss_type: str = "dapo"
+    """TRL loss aggregation: ``dapo`` (token-level, default), ``grpo``, ``dr_grpo``, ``bnpo``…"""
+    scale_rewards: str = "group"
+    """Advantage scaling: ``group`` | ``batch`` | ``none``."""
+    temperature: float | None = None
+    """Rollout sampling temperature."""
+    top_p: float = 1.0
+    """Rollout nucleus sampling mass."""
+    max_turns: int | None = None
+    """Most assistant turns per episode (then the episode is truncated)."""
+    max_context_tokens: int | None = None
+    """Context budget per episode (then the model is asked for its plan once and the episode is truncated)."""
+    max_new_tokens: int | None = None
+    """Most tokens per assistant turn."""
+    token_ids: Literal["canonical", "sampled"] = "canonical"
+    """Recorded assistant ids: ``canonical`` (re-tokenised text) or ``sampled`` (backend ids)."""
+    faults: Any = None
+    """A ``star_lib.travel.faults.FaultConfig`` (or its dict) for tool-failure injection; None: none."""
+    seed: int = 0
+    """Seed for data order, sampling and fault injection."""
+    bf16: bool | None = None
+    """bfloat16 mixed precision."""
+    logging_steps: int = 1
+    """Log every this many steps."""
+    save_steps: int = 50
+    """Checkpoint every this many steps."""
+    save_total_limit: int | None = 2
+    """Keep at most this many checkpoints."""
+    rollouts_per_step: int = 4
+    """Episodes per step written to ``rollouts.parquet`` (0: none)."""
+    eval_data: str | None = None
+    """Held-out queries (JSONL); evaluated greedily every ``eval_steps`` and at the end."""
+    eval_steps: int = 25
+    """Evaluate the held-out set every this many steps."""
+    eval_limit: int = 100
+    """Evaluate at most this many held-out queries."""
+    time_budget_s: float | None = None
+    """Stop after this many seconds of training (the model is still saved)."""
+    trl_overrides: dict[str, Any] = field(default_factory=dict)
+    """Extra ``trl.GRPOConfig`` fields, applied last."""
+
+    def __post_init__(self) -> None:
+        if self.preset not in PRESETS:
+            raise ValueError(f"preset {self.preset!r} is unknown; choose one of {sorted(PRESETS)}")
+        if self.reward not in REWARD_NAMES:
+            raise ValueError(f"reward {self.reward!r} is unknown; choose one of {REWARD_NAMES}")
+        if self.eval_mode not in ("strict", "official"):
+            raise ValueError(f"eval_mode must be 'strict' or 'official', got {self.eval_mode!r}")
+        if not 0 <= self.epsilon < self.epsilon_high:
+            raise ValueError(
+                f"need 0 <= epsilon < epsilon_high (clip-higher), got {self.epsilon} and {self.epsilon_high}"
+            )
+        if self.beta < 0:
+            raise ValueError(f"beta must be >= 0 (0 = no KL, as in the paper), got {self.beta}")
+        if self.max_steps < 1 or self.prompts_per_step < 1:
+            raise ValueError("max_steps and prompts_per_step must be >= 1")
+        if self.num_generations is not None and self.num_generations < 2:
+            raise ValueError(
+                f"num_generations must be >= 2 (GRPO compares episodes), got {self.num_generations}"
+            )
+        batch = self.batch_size
+        if self.micro_batch_size is not None and (self.micro_batch_size < 1 or batch % self.micro_batch_size):
+            raise ValueError(f"micro_batch_size must divide prompts_per_step × num_generations = {batch}")
+        if min(self.logging_steps, self.save_steps, self.eval_steps, self.eval_limit) < 1:
+            raise ValueError("logging_steps, save_steps, eval_steps and eval_limit must be >= 1")
+        if self.rollouts_per_step < 0:
+            raise ValueError("rollouts_per_step must be >= 0")
+        if self.time_budget_s is not None and not self.time_budget_s > 0:
+            raise ValueError("time_budget_s must be > 0 or None")
+        if self.learning_rate is not None and not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if isinstance(self.faults, dict):
+            from star_lib.travel.faults import FaultConfig
+
+            self.faults = FaultConfig(**self.faults)
+        self.curriculum_boundaries = tuple(self.curriculum_boundaries)  # type: ignore[assignment]
+        if self.reward == "curriculum":
+            from star_lib.rewards import validate_boundaries
+
+            validate_boundaries(self.curriculum_boundaries)
+
+    def _pick(self, name: str) -> Any:
+        value = getattr(self, name)
+        return getattr(get_preset(self.preset).rl, name) if value is None else value
+
+    @property
+    def group_size(self) -> int:
+        """G: episodes per prompt."""
+        return int(self._pick("num_generations"))
+
+    @property
+    def batch_size(self) -> int:
+        """Episodes per optimizer step."""
+        return self.prompts_per_step * self.group_size
+
+    def rollout_config(self, *, seed_offset: int = 0) -> RolloutConfig:
+        """Build the episode settings (shared with evaluation)."""
+        from star_lib.agent.config import RolloutConfig
+
+        return RolloutConfig(
+            max_turns=int(self._pick("max_turns")),
+            max_context_tokens=int(self._pick("max_context_tokens")),
+            max_new_tokens=int(self._pick("max_new_tokens")),
+            eval_mode=self.eval_mode,
+            reward=self.reward if self.reward != "curriculum" else "sum",  # the episode's logged reward
+            token_ids=self.token_ids,
+            seed=self.seed + seed_offset,
+        )
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, **overrides: Any) -> RLRunConfig:
+        """Read a YAML file holding the fields (at top level or under ``rl:``); ``overrides`` win."""
+        import yaml
+
+        file = Path(path)
+        if not file.is_file():
+            raise FileNotFoundError(f"RL config {file} does not exist")
+        data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        data = data.get("rl", data)
+        if not isinstance(data, dict):
+            raise ValueError(f"{file}: expected a mapping of RLRunConfig fields")
+        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"{file}: unknown RLRunConfig fields {unknown}")
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**data)
+
+
+def build_grpo_config(cfg: RLRunConfig) -> GRPOConfig:
+    """Build the ``trl.GRPOConfig``: the paper's modifications, ``cfg``'s values, then ``trl_overrides``."""
+    from trl import GRPOConfig
+
+    from star_lib.train.sft import _has_accelerator
+
+    hp = get_preset(cfg.preset).rl
+    micro = cfg.micro_batch_size or cfg.batch_size
+    kwargs: dict[str, Any] = {
+        "output_dir": str(Path(cfg.output_dir) / "checkpoints"),
+        "beta": cfg.beta,  # paper: no KL term
+        "epsilon": cfg.epsilon,
+        "epsilon_high": cfg.epsilon_high,  # clip-higher
+        "loss_type": cfg.loss_type,
+        "scale_rewards": cfg.scale_rewards,
+        "mask_truncated_completions": True,
+        "num_generations": cfg.group_size,
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": cfg.batch_size // micro,
+        "steps_per_generation": cfg.batch_size // micro,  # one on-policy update per rollout batch
+        "num_iterations": 1,
+        "max_completion_length": int(cfg._pick("max_context_tokens")),  # only dr_grpo's normaliser reads it
+        "temperature": float(cfg._pick("temperature")),
+        "top_p": cfg.top_p,
+        "learning_rate": float(cfg._pick("learning_rate")),
+        "lr_scheduler_type": "constant_with_warmup",
+        "warmup_steps": cfg.warmup_steps,
+        "max_steps": cfg.max_steps,
+        "bf16": bool(cfg._pick("bf16")),
+        "gradient_checkpointing": hp.gradient_checkpointing,
+        "logging_steps": cfg.logging_steps,
+        "save_strategy": "steps",
+        "save_steps": cfg.save_steps,
+        "save_total_limit": cfg.save_total_limit,
+        "seed": cfg.seed,
+        "data_seed": cfg.seed,
+        "report_to": "none",
+        "remove_unused_columns": False,
+        "use_cpu": not _has_accelerator(),
+    }
+    kwargs.update(cfg.trl_overrides)
+    return GRPOConfig(**kwargs)
+
+
+# ───────────────────────────── data ─────────────────────────────
+
+
+def read_queries(path: str | Path, limit: int | None = None) -> list[Any]:
+    """Read the query records of a JSONL split (``star synth`` output).
+
+    Raises:
+        FileNotFoundError: saying how to make the file.
+
+    """
+    from star_lib.synth.dataset import read_dataset
+
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"queries {file} do not exist; write them with `star synth`")
+    queries = read_dataset(file)
+    if not queries:
+        raise ValueError(f"{file}: no query records")
+    return queries[:limit] if limit else queries
+
+
+def prompt_dataset(queries: Sequence[Any]) -> Dataset:
+    """Build the prompt dataset: each ``prompt`` is a query record as JSON (the rollout rebuilds the task)."""
+    from datasets import Dataset
+
+    return Dataset.from_list([{"prompt": json.dumps(q.to_dict(), ensure_ascii=False)} for q in queries])
+
+
+def query_from_prompt(prompt: Any) -> Any:
+    """Rebuild the :class:`~star_lib.types.QueryRecord` a prompt of :func:`prompt_dataset` carries."""
+    from star_lib.types import QueryRecord
+
+    if not isinstance(prompt, str):
+        raise ValueError("GRPO prompts must be JSON query records (build the dataset with prompt_dataset)")
+    return QueryRecord.from_dict(json.loads(prompt))
+
+
+def group_ids(prompts: Sequence[Any], group_size: int) -> list[int]:
+    """Return each prompt's group index, checking that TRL repeated each prompt ``group_size`` times in a row.
+
+    Raises:
+        ValueError: when the prompts do not come in groups (the advantages would compare the wrong episodes).
+
+    """
+    if len(prompts) % group_size:
+        raise ValueError(f"{len(prompts)} prompts is not a multiple of num_generations={group_size}")
+    for start in range(0, len(prompts), group_size):
+        if any(p != prompts[start] for p in prompts[start : start + group_size]):
+            raise ValueError(
+                "rollout prompts are not in consecutive groups of num_generations identical prompts"
+            )
+    return [i // group_size for i in range(len(prompts))]
+
+
+# ───────────────────────────── rollouts ─────────────────────────────
+
+
+def mask_truncated_episodes(output: dict[str, Any], episodes: Sequence[Episode]) -> dict[str, Any]:
+    """Zero the ``env_mask`` of episodes that hit the turn or context limit (in place; returns ``output``).
+
+    They then contribute no loss and no tokens to the normaliser, while their rewards stay in the group
+    statistics — TRL computes advantages from every row before masking.
+    """
+    for i, ep in enumerate(episodes):
+        if ep.termination.truncated:
+            output["env_mask"][i] = [0] * len(output["env_mask"][i])
+    return output
+
+
+def episode_metrics(episodes: Sequence[Episode], prefix: str = "env/") -> dict[str, float]:
+    """Means over episodes: success, rates, tool use, faults, tokens, and each reward component.
+
+    Keys: ``{prefix}success``, ``cs_micro``, ``hard_micro``, ``delivered``, ``parseable_plan_rate``,
+    ``format_error_rate``, ``malformed_rate``, ``truncation_rate``, ``tool_calls``, ``valid_tool_call_share``,
+    ``faults``, ``turns``, ``model_tokens``, ``reward``, ``reward_se``; and ``reward/<ingredient>``
+    (before the format gate) with ``reward/format_ok``.
+    """
+    from star_lib.rewards import reward_components
+
+    n = len(episodes)
+    if n == 0:
+        return {}
+
+    def mean(values: Sequence[float]) -> float:
+        return float(sum(values)) / n
+
+    reports = [ep.report for ep in episodes]
+    rewards = [float(ep.reward) for ep in episodes]
+    calls = sum(ep.tool_calls for ep in episodes)
+    out = {
+        "success": mean(
+            [bool(r and r.final_pass) and not ep.malformed for r, ep in zip(reports, episodes, strict=True)]
+        ),
+        "cs_micro": mean([r.cs_micro if r else 0.0 for r in reports]),
+        "hard_micro": mean([r.hard_micro if r else 0.0 for r in reports]),
+        "delivered": mean([bool(r and r.delivered) for r in reports]),
+        "parseable_plan_rate": mean([ep.plan is not None for ep in episodes]),
+        "format_error_rate": mean([ep.format_errors > 0 for ep in episodes]),
+        "malformed_rate": mean([ep.malformed for ep in episodes]),
+        "truncation_rate": mean([ep.termination.truncated for ep in episodes]),
+        "tool_calls": mean([ep.tool_calls for ep in episodes]),
+        "valid_tool_call_share": sum(ep.valid_tool_calls for ep in episodes) / calls if calls else 0.0,
+        "faults": mean([sum(ep.faults.values()) for ep in episodes]),
+        "turns": mean([ep.turns for ep in episodes]),
+        "model_tokens": mean([ep.model_tokens for ep in episodes]),
+        "reward": mean(rewards),
+        "reward_se": _standard_error(rewards),
+    }
+    components: dict[str, list[float]] = {}
+    for ep in episodes:
+        for key, value in reward_components(ep.report, ep.malformed).items():
+            components.setdefault(key, []).append(float(value))
+    metrics = {f"{prefix}{k}": float(v) for k, v in out.items()}
+    # reward_components names its keys ``reward/<ingredient>`` (before the format gate) + ``reward/format_ok``
+    metrics.update({k if "/" in k else f"reward/{k}": sum(v) / len(v) for k, v in components.items()})
+    return metrics
+
+
+def _standard_error(values: Sequence[float]) -> float:
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mean = sum(values) / n
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
+
+
+class RolloutLog:
+    """Sample episodes appended to ``rollouts.parquet`` (rewritten atomically; an existing file is kept)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.frames: list[Any] = []
+        if self.path.is_file():
+            import polars as pl
+
+            self.frames.append(pl.read_parquet(self.path))
+
+    def append(self, step: int, stage: str, episodes: Sequence[Episode]) -> None:
+        """Add rows (``episode_row`` + ``step``, ``stage``, the conversation as JSON); rewrite the file."""
+        import polars as pl
+
+        from star_lib.agent.rollout import episodes_frame
+
+        if not episodes:
+            return
+        frame = episodes_frame(episodes).with_columns(
+            pl.lit(step).alias("step"),
+            pl.lit(stage).alias("stage"),
+            pl.Series("messages", [json.dumps(ep.messages, ensure_ascii=False) for ep in episodes]),
+        )
+        self.frames.append(frame)
+        merged = pl.concat(self.frames, how="diagonal_relaxed")
+        self.frames = [merged]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+        merged.write_parquet(tmp)
+        os.replace(tmp, self.path)
+
+
+def default_policy(trainer: Any, cfg: RLRunConfig) -> Any:
+    """Wrap the current model as a sampling policy: vLLM when TRL colocates an engine, else ``generate``."""
+    from star_lib.agent.policies import SamplingParams, TransformersPolicy, VLLMPolicy
+
+    sampling = SamplingParams(temperature=float(cfg._pick("temperature")), top_p=cfg.top_p)
+    tokenizer = trainer.processing_class
+    if getattr(trainer, "use_vllm", False) and getattr(trainer.args, "vllm_mode", None) == "colocate":
+        return VLLMPolicy(trainer.vllm_generation.llm, tokenizer, sampling)
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    return TransformersPolicy(model, tokenizer, sampling, batch_size=cfg.batch_size)
+
+
+@contextlib.contextmanager
+def _generation_mode(trainer: Any):
+    """Unwrap the model for generation (turns gradient checkpointing off and back on, as TRL does)."""
+    from trl.models import unwrap_model_for_generation
+
+    with unwrap_model_for_generation(
+        trainer.model_wrapped,
+        trainer.accelerator,
+        gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
+    ) as unwrapped:
+        was_training = unwrapped.training
+        unwrapped.eval()
+        try:
+            yield unwrapped
+        finally:
+            unwrapped.train(was_training)
+
+
+def _log_metrics(trainer: Any, metrics: dict[str, float]) -> None:
+    """Hand metrics to TRL's per-step averaging (they appear in the step's log row)."""
+    log = getattr(trainer, "_log_metric", None)
+    for key, value in metrics.items():
+        if log is not None:
+            log(key, value)
+        else:
+            trainer._metrics["train"][key].append(value)
+
+
+def make_rollout_func(
+    cfg: RLRunConfig,
+    world: Any,
+    *,
+    policy_factory: PolicyFactory | None = None,
+    tools: Any = None,
+    rollout_log: RolloutLog | None = None,
+) -> Callable[[list[Any], Any], dict[str, Any]]:
+    """Build TRL's ``rollout_func(prompts, trainer) -> dict``: one full episode per prompt.
+
+    Args:
+        cfg: the run config (episode limits, faults, group size, reward).
+        world: the database behind tools and evaluator.
+        policy_factory: ``(trainer, cfg) -> Policy``; defaults to :func:`default_policy` (the trained model).
+        tools: tools to use instead of the world's registry (tests).
+        rollout_log: where sample episodes go (``rollouts_per_step`` of them per call).
+
+    """
+    factory = policy_factory or default_policy
+    calls = {"n": 0}
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        from star_lib.agent.rollout import run_episodes, trl_rollout_output
+
+        start = time.perf_counter()
+        groups = group_ids(prompts, cfg.group_size)
+        queries = [query_from_prompt(p) for p in prompts]
+        step = int(trainer.state.global_step)
+        rollout_cfg = cfg.rollout_config(seed_offset=calls["n"] * len(prompts))
+        calls["n"] += 1
+        with _generation_mode(trainer):
+            policy = factory(trainer, cfg)
+            episodes = run_episodes(
+                policy,
+                queries,
+                world,
+                rollout_cfg,
+                cfg.faults,
+                group_ids=groups,
+                tools=tools,
+                tokenizer=trainer.processing_class,
+            )
+        output = mask_truncated_episodes(trl_rollout_output(episodes), episodes)
+        output.pop("episode", None)  # not a reward input; keeps TRL's per-row merge cheap
+        output.pop("reward", None)  # the trainer's reward functions recompute it (curriculum needs progress)
+        output["progress"] = [step / max(1, cfg.max_steps)] * len(episodes)
+        metrics = episode_metrics(episodes)
+        metrics["time/rollout_s"] = time.perf_counter() - start
+        _log_metrics(trainer, metrics)
+        if rollout_log is not None and cfg.rollouts_per_step:
+            rollout_log.append(step, "train", episodes[: cfg.rollouts_per_step])
+        return output
+
+    return rollout_func
+
+
+def make_reward_funcs(cfg: RLRunConfig) -> list[Callable[..., list[float]]]:
+    """Return the reward function: ``cfg.reward`` of :mod:`star_lib.rewards` (format gate included)."""
+    from star_lib.rewards import trl_reward
+
+    return [trl_reward(cfg.reward, cfg.curriculum_boundaries)]
+
+
+# ───────────────────────────── evaluation ─────────────────────────────
+
+
+def evaluate_policy(policy: Any, queries: Sequence[Any], world: Any, rollout_cfg: RolloutConfig, **kw: Any):
+    """Run one episode per query and return ``(episodes, metrics)`` with ``eval/…`` keys (SUM reward too)."""
+    from dataclasses import replace
+
+    from star_lib.agent.rollout import run_episodes
+
+    episodes = run_episodes(policy, list(queries), world, replace(rollout_cfg, reward="sum"), **kw)
+    metrics = episode_metrics(episodes, prefix="eval/")
+    metrics = {k if k.startswith("eval/") else "eval/" + k: v for k, v in metrics.items()}
+    return episodes, metrics
+
+
+class HeldOutEvalCallback:
+    """Greedy evaluation on held-out queries every ``eval_steps`` and at the end (stage ``eval``)."""
+
+    def __init__(
+        self,
+        cfg: RLRunConfig,
+        queries: Sequence[Any],
+        world: Any,
+        metrics: MetricsLog,
+        rollout_log: RolloutLog | None = None,
+    ) -> None:
+        self.cfg, self.queries, self.world = cfg, list(queries), world
+        self.metrics, self.rollout_log = metrics, rollout_log
+        self.trainer: Any = None
+        self.done_steps: set[int] = set()
+
+    def callback(self) -> Any:
+        """Return the ``transformers.TrainerCallback`` to register."""
+        from transformers import TrainerCallback
+
+        outer = self
+
+        class _Callback(TrainerCallback):
+            def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                if state.global_step % outer.cfg.eval_steps == 0:
+                    outer.run(state.global_step)
+
+            def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                outer.run(state.global_step)
+
+        return _Callback()
+
+    def run(self, step: int) -> dict[str, float]:
+        """Evaluate now (once per step) and log the metrics."""
+        from star_lib.agent.policies import SamplingParams, TransformersPolicy
+
+        if step in self.done_steps or self.trainer is None:
+            return {}
+        self.done_steps.add(step)
+        start = time.perf_counter()
+        with _generation_mode(self.trainer) as model:
+            policy = TransformersPolicy(
+                model, self.trainer.processing_class, SamplingParams(temperature=0.0), batch_size=16
+            )
+            episodes, metrics = evaluate_policy(policy, self.queries, self.world, self.cfg.rollout_config())
+        metrics["eval/seconds"] = time.perf_counter() - start
+        self.metrics.append("eval", step, metrics)
+        if self.rollout_log is not None:
+            self.rollout_log.append(step, "eval", episodes[: self.cfg.rollouts_per_step])
+        return metrics
+
+
+# ───────────────────────────── run ─────────────────────────────
+
+
+@dataclass
+class RLResult:
+    """What :func:`run_rl` produced."""
+
+    output_dir: Path
+    """The run folder."""
+    model_dir: Path
+    """The final model + tokenizer."""
+    metrics_path: Path
+    """``metrics.parquet``."""
+    rollouts_path: Path
+    """``rollouts.parquet``."""
+    steps: int
+    """Optimizer steps run."""
+    seconds: float
+    """Wall-clock time of ``trainer.train()``."""
+    rewards: list[float] = field(default_factory=list)
+    """Mean training reward of each logged step (the RL curve)."""
+
+
+def make_grpo_trainer(
+    cfg: RLRunConfig,
+    *,
+    policy_factory: PolicyFactory | None = None,
+    tools: Any = None,
+    world: Any = None,
+    metrics: MetricsLog | None = None,
+) -> GRPOTrainer:
+    """Build the ``trl.GRPOTrainer`` with our rollout function, rewards, logging and held-out evaluation."""
+    from trl import GRPOTrainer
+
+    from star_lib.train.metrics import MetricsLog, ParquetMetricsCallback, TimeBudgetCallback
+    from star_lib.train.models import load_model_and_tokenizer
+    from star_lib.travel.world import World
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL 1.16
+    out = Path(cfg.output_dir)
+    world = world if world is not None else World.load(cfg.world)
+    metrics = metrics if metrics is not None else MetricsLog(out / "metrics.parquet")
+    rollout_log = RolloutLog(out / "rollouts.parquet")
+    model, tokenizer = load_model_and_tokenizer(cfg.preset, path=cfg.model_path)
+    callbacks: list[Any] = [ParquetMetricsCallback(metrics, stage="rl")]
+    if cfg.time_budget_s is not None:
+        callbacks.append(TimeBudgetCallback(cfg.time_budget_s))
+    evaluator = None
+    if cfg.eval_data:
+        evaluator = HeldOutEvalCallback(
+            cfg, read_queries(cfg.eval_data, cfg.eval_limit), world, metrics, rollout_log
+        )
+        callbacks.append(evaluator.callback())
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=make_reward_funcs(cfg),
+        args=build_grpo_config(cfg),
+        train_dataset=prompt_dataset(read_queries(cfg.data)),
+        processing_class=tokenizer,
+        callbacks=callbacks,
+        rollout_func=make_rollout_func(
+            cfg, world, policy_factory=policy_factory, tools=tools, rollout_log=rollout_log
+        ),
+    )
+    if evaluator is not None:
+        evaluator.trainer = trainer
+    trainer.star_metrics = metrics  # type: ignore[attr-defined]
+    trainer.star_rollouts = rollout_log  # type: ignore[attr-defined]
+    return trainer
+
+
+def _save_config(cfg: RLRunConfig, out: Path) -> None:
+    import yaml
+
+    data = asdict(cfg)
+    data["faults"] = asdict(cfg.faults) if cfg.faults is not None else None
+    data["curriculum_boundaries"] = list(cfg.curriculum_boundaries)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(yaml.safe_dump({"rl": data}, sort_keys=False), encoding="utf-8")
+
+
+def run_rl(cfg: RLRunConfig, *, policy_factory: PolicyFactory | None = None, tools: Any = None) -> RLResult:
+    """Run GRPO and save the final model under ``output_dir/model``."""
+    out = Path(cfg.output_dir)
+    _save_config(cfg, out)
+    trainer = make_grpo_trainer(cfg, policy_factory=policy_factory, tools=tools)
+    start = time.monotonic()
+    trainer.train()
+    seconds = time.monotonic() - start
+    model_dir = out / "model"
+    trainer.save_model(str(model_dir))
+    trainer.processing_class.save_pretrained(model_dir)
+    metrics = trainer.star_metrics  # type: ignore[attr-defined]
+    metrics.flush()
+    rewards = [
+        r["train/reward"] for r in metrics.rows if r["stage"] == "rl" and r.get("train/reward") is not None
+    ]
+    return RLResult(
+        output_dir=out,
+        model_dir=model_dir,
+        metrics_path=metrics.path,
+        rollouts_path=trainer.star_rollouts.path,  # type: ignore[attr-defined]
+        steps=trainer.state.global_step,
+        seconds=seconds,
+        rewards=rewards,
+    )

@@ -1,0 +1,240 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from star_lib.train.rl import (
+    RLRunConfig,
+    build_grpo_config,
+    group_ids,
+    make_grpo_trainer,
+    prompt_dataset,
+    query_from_prompt,
+    run_rl,
+)
+
+WORLD = "synthetic:small:0"
+
+
+@pytest.fixture(scope="module")
+def world():
+    from star_lib.travel.world import World
+
+    return World.load(WORLD)
+
+
+@pytest.fixture(scope="module")
+def rl_dir(tmp_path_factory, world) -> Path:
+    """Four easy queries with reference plans and a micro model whose tokenizer knows the episodes' text."""
+    from star_lib.agent.config import RolloutConfig
+    from star_lib.agent.expert import ExpertPolicy
+    from star_lib.agent.rollout import run_episodes
+    from star_lib.synth.config import SynthConfig
+    from star_lib.synth.dataset import synthesize, write_dataset
+    from star_lib.train.models import TinyArchitecture, build_tiny_model
+    from star_lib.train.sft import normalise_rows, tokenizer_corpus
+    from star_lib.train.tokenizer import TokenizerConfig, train_tokenizer
+
+    root = tmp_path_factory.mktemp("rl")
+    result = synthesize(
+        world, SynthConfig(n=4, mix="1:0:0", seed=0, splits=(1.0, 0.0, 0.0), days_choices=(3,))
+    )
+    write_dataset(result, root / "data", parquet=False)
+    episodes = run_episodes(ExpertPolicy(), result.splits["train"], world, RolloutConfig())
+    rows = normalise_rows({"messages": ep.messages, "tools": ep.tool_schemas} for ep in episodes)
+    tokenizer = train_tokenizer(tokenizer_corpus(rows), TokenizerConfig(vocab_size=1500))
+    arch = TinyArchitecture(
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=64,
+    )
+    model = build_tiny_model(tokenizer, arch)
+    model.save_pretrained(root / "model")
+    tokenizer.save_pretrained(root / "model")
+    return root
+
+
+class MixedPolicy:
+    """Episode ``k`` of a batch acts as ``plan[k % len(plan)]``: expert, garbage, loop, typo-then-expert."""
+
+    tokenizer = None
+
+    def __init__(self, plan: list[str]) -> None:
+        from star_lib.agent.expert import ExpertPolicy
+
+        self.plan, self.expert, self.turns = plan, ExpertPolicy(), {}
+
+    def generate(self, conversations, *, max_new_tokens):
+        from star_lib.agent.policies import Generation
+
+        out = []
+        for conv in conversations:
+            kind = self.plan[conv.key % len(self.plan)]
+            turn = self.turns.get(conv.key, 0)
+            self.turns[conv.key] = turn + 1
+            if kind == "garbage" or (kind == "typo" and turn == 0):
+                out.append(Generation(text="Sure! Here is my plan, no tags needed."))
+            elif kind == "loop":  # the same valid first call forever: hits the turn limit
+                out.append(Generation(text=self.expert.next_turn(conv.query, conv.messages[:2])))
+            else:
+                messages = [m for m in conv.messages if "Sure! Here is" not in m["content"]]
+                out.append(Generation(text=self.expert.next_turn(conv.query, messages)))
+        return out
+
+
+def config(rl_dir: Path, tmp_path: Path, **kwargs: Any) -> RLRunConfig:
+    base = dict(
+        data=str(rl_dir / "data" / "train.jsonl"),
+        output_dir=str(tmp_path / "run"),
+        model_path=str(rl_dir / "model"),
+        world=WORLD,
+        num_generations=2,
+        prompts_per_step=1,
+        max_steps=1,
+        max_turns=10,
+        max_new_tokens=64,
+        max_context_tokens=16000,
+    )
+    base.update(kwargs)
+    return RLRunConfig(**base)
+
+
+def score_one_group(cfg: RLRunConfig, plan: list[str], world) -> tuple[Any, dict[str, Any]]:
+    """One rollout batch through TRL's scoring (rewards, advantages, masks) without an update."""
+    trainer = make_grpo_trainer(cfg, policy_factory=lambda t, c: MixedPolicy(plan), world=world)
+    trainer.model.train()
+    prompt = trainer.train_dataset[0]["prompt"]
+    out = trainer._generate_and_score_completions([{"prompt": prompt} for _ in range(cfg.group_size)])
+    return trainer, out
+
+
+def test_rl_grpo_config_has_the_paper_modifications():
+    cfg = RLRunConfig(
+        data="q.jsonl", output_dir="runs/x", model_path="m", num_generations=4, prompts_per_step=3
+    )
+    args = build_grpo_config(cfg)
+    assert args.beta == 0.0 and args.epsilon_high > args.epsilon and args.mask_truncated_completions
+    assert args.loss_type == "dapo" and args.num_generations == 4
+    assert args.per_device_train_batch_size * args.gradient_accumulation_steps == 12
+    assert args.steps_per_generation == args.gradient_accumulation_steps and args.num_iterations == 1
+    micro = build_grpo_config(
+        RLRunConfig(data="q", output_dir="o", model_path="m", num_generations=4, micro_batch_size=2)
+    )
+    assert (micro.per_device_train_batch_size, micro.gradient_accumulation_steps) == (2, 4)
+    qwen = build_grpo_config(RLRunConfig(data="q", output_dir="o", model_path="m", preset="qwen2.5-7b"))
+    assert qwen.learning_rate == 1e-6 and qwen.num_generations == 8
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"reward": "bleu"},
+        {"epsilon": 0.3, "epsilon_high": 0.2},
+        {"beta": -1.0},
+        {"num_generations": 1},
+        {"micro_batch_size": 3},
+        {"faults": {"failure_rate": 2.0}},
+        {"reward": "curriculum", "curriculum_boundaries": (0.7, 0.2)},
+    ],
+)
+def test_rl_config_rejects_bad_values(kwargs):
+    with pytest.raises(ValueError):
+        RLRunConfig(data="q", output_dir="o", model_path="m", **kwargs)
+
+
+def test_rl_config_reads_yaml(tmp_path: Path):
+    path = tmp_path / "rl.yaml"
+    path.write_text("rl:\n  data: q.jsonl\n  output_dir: o\n  model_path: m\n  faults: {failure_rate: 0.1}\n")
+    cfg = RLRunConfig.from_yaml(path, max_steps=7)
+    assert cfg.max_steps == 7 and cfg.faults.failure_rate == 0.1
+    path.write_text("data: q\noutput_dir: o\nmodel_path: m\nlearning_rat: 1\n")
+    with pytest.raises(ValueError, match="learning_rat"):
+        RLRunConfig.from_yaml(path)
+
+
+def test_rl_prompts_carry_queries_in_groups(rl_dir: Path):
+    from star_lib.synth.dataset import read_dataset
+
+    queries = read_dataset(rl_dir / "data" / "train.jsonl")
+    prompts = prompt_dataset(queries)["prompt"]
+    assert query_from_prompt(prompts[1]) == queries[1]
+    assert group_ids([prompts[0]] * 2 + [prompts[1]] * 2, 2) == [0, 0, 1, 1]
+    with pytest.raises(ValueError, match="consecutive"):
+        group_ids([prompts[0], prompts[1], prompts[0], prompts[1]], 2)
+
+
+def test_rl_truncated_episode_has_no_loss_weight_but_counts_in_the_group_mean(rl_dir, tmp_path, world):
+    cfg = config(rl_dir, tmp_path, num_generations=3, max_turns=8)
+    trainer, out = score_one_group(cfg, ["expert", "expert", "loop"], world)
+    rewards = list(trainer._logs["rewards"]["sum_reward"])
+    assert rewards == [1.0, 1.0, 0.0]  # the looping episode is unfinished: format gate
+    weights = (out["completion_mask"] * out["tool_mask"]).sum(dim=1).tolist()
+    assert weights[0] > 0 and weights[1] > 0 and weights[2] == 0
+    advantages = out["advantages"].tolist()
+    # had the truncated reward left the group, both experts would have advantage 0
+    assert advantages[0] == pytest.approx(advantages[1]) and advantages[0] > 0.5 and advantages[2] < -1.0
+    assert trainer._metrics["train"]["env/truncation_rate"][-1] == pytest.approx(1 / 3)
+
+
+def test_rl_format_invalid_episode_gets_zero_reward(rl_dir, tmp_path, world):
+    import polars as pl
+
+    cfg = config(rl_dir, tmp_path)
+    trainer, out = score_one_group(cfg, ["expert", "typo"], world)
+    assert list(trainer._logs["rewards"]["sum_reward"]) == [1.0, 0.0]
+    rows = pl.read_parquet(tmp_path / "run" / "rollouts.parquet").sort("index")
+    typo = rows.row(1, named=True)
+    assert typo["format_errors"] == 1 and typo["malformed"] and typo["final_pass"]  # a good plan, still 0
+    assert out["advantages"][1] < 0
+    assert (out["completion_mask"] * out["tool_mask"])[
+        1
+    ].sum() > 0  # a malformed episode is trained away from
+
+
+def test_rl_tool_failures_reach_the_rollouts(rl_dir, tmp_path, world):
+    import polars as pl
+
+    cfg = config(rl_dir, tmp_path, faults={"failure_rate": 1.0, "sleep": False})
+    trainer, _ = score_one_group(cfg, ["expert", "expert"], world)
+    assert trainer._metrics["train"]["env/faults"][-1] > 0
+    faults = [json.loads(f) for f in pl.read_parquet(tmp_path / "run" / "rollouts.parquet")["faults"]]
+    assert all(f.get("failure", 0) > 0 for f in faults)
+    assert list(trainer._logs["rewards"]["sum_reward"]) == [0.0, 0.0]  # every call failed: no valid plan
+
+
+def test_rl_one_grpo_step_changes_the_weights(rl_dir, tmp_path, world):
+    import polars as pl
+    import torch
+
+    from star_lib.train.models import load_model_and_tokenizer
+
+    cfg = config(rl_dir, tmp_path, learning_rate=1e-2)
+    result = run_rl(cfg, policy_factory=lambda t, c: MixedPolicy(["expert", "garbage"]))
+    assert result.steps == 1 and result.rewards == [0.5]
+    before, _ = load_model_and_tokenizer("tiny", path=rl_dir / "model")
+    after, _ = load_model_and_tokenizer("tiny", path=result.model_dir)
+    assert any(not torch.equal(p, q) for p, q in zip(before.parameters(), after.parameters(), strict=True))
+    row = pl.read_parquet(result.metrics_path).filter(pl.col("stage") == "rl").row(0, named=True)
+    for key in (
+        "train/reward",
+        "train/frac_reward_zero_std",
+        "train/entropy",
+        "env/success",
+        "env/tool_calls",
+        "env/format_error_rate",
+        "env/truncation_rate",
+        "env/faults",
+        "env/model_tokens",
+        "reward/cs_micro",
+        "time/step_s",
+        "time/rollout_s",
+    ):
+        assert row[key] is not None, key
+    assert any(k.startswith("clip_ratio/") for k in row)
+    assert row["env/success"] == 0.5
+    assert (result.output_dir / "config.yaml").is_file()
