@@ -144,7 +144,7 @@ class StageStore:
                 "host": socket.gethostname(),
                 "started": started,
                 "wall_s": before + time.time() - started,
-                "attempts_wall_s": before,
+                "wall_s_before_resume": before,
             }
             elapsed_file.unlink(missing_ok=True)
             write_json_atomic(work / "manifest.json", _manifest(work))

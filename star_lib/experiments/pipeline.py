@@ -113,17 +113,21 @@ def run_chunks(
     chunk_size: int,
     work: Path,
     compute: Callable[[int, Sequence[Any]], Any],
-) -> list[Any]:
+) -> tuple[list[Any], list[dict[str, Any]]]:
     """Run ``compute(start, chunk)`` over consecutive chunks, checkpointing each result; resume after a stop.
 
     Each finished chunk is saved (atomically) as ``_checkpoints/chunks/<start>.parquet`` — ``compute`` returns
-    a polars frame — and logged in ``_checkpoints/progress.jsonl`` with the Slurm restart count, so a
-    resumed run can be told apart from a rerun. Returns the frames in order.
+    a polars frame — and logged in ``_checkpoints/progress.jsonl`` with the process id and the Slurm restart
+    count, so a resumed run can be told apart from a rerun.
+
+    Returns:
+        The frames in order, and the log of which process computed which chunk (for ``stage.json``).
     """
     import polars as pl
 
     folder = work / CHECKPOINT_DIR / "chunks"
     folder.mkdir(parents=True, exist_ok=True)
+    log_path = work / CHECKPOINT_DIR / "progress.jsonl"
     frames = []
     for start in range(0, len(items), chunk_size):
         path = folder / f"{start:08d}.parquet"
@@ -132,11 +136,13 @@ def run_chunks(
             continue
         frame = compute(start, items[start : start + chunk_size])
         write_parquet_atomic(path, frame)
-        with open(work / CHECKPOINT_DIR / "progress.jsonl", "a", encoding="utf-8") as log:
+        with open(log_path, "a", encoding="utf-8") as log:
             restart = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
             log.write(json.dumps({"start": start, "restart": restart, "pid": os.getpid(), "t": time.time()}) + "\n")
         frames.append(frame)
-    return frames
+    entries = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()] if (
+        log_path.is_file()) else []
+    return frames, entries
 
 
 # ───────────────────────────── world ─────────────────────────────
@@ -357,7 +363,7 @@ def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dic
         )
         return frame
 
-    frames = run_chunks(queries, cfg.chunk_size, out, compute)
+    frames, chunk_log = run_chunks(queries, cfg.chunk_size, out, compute)
     episodes = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
     for row in episodes.select("query_index", "report").iter_rows():
         reports[row[0]] = _report_from_json(row[1])
@@ -369,7 +375,7 @@ def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dic
     write_parquet_atomic(out / "eval.parquet", episodes.select(eval_cols))
     write_parquet_atomic(out / "rollouts.parquet", episodes.select(eval_cols).with_columns(
         pl.lit(policy_kind).alias("policy")))
-    return {}
+    return {"chunk_log": chunk_log, "policy": policy_kind}
 
 
 def _report_json(report: Any) -> str | None:

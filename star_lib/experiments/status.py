@@ -132,7 +132,8 @@ def run_status(run_dir: Path, slurm: dict[str, str]) -> RunStatus:
                 state, error = record["status"], record.get("error")
             else:
                 state = "failed"
-                error = _stderr_last_line(job) or f"Slurm job {job_id} ended {slurm_state}"
+                last = _stderr_last_line(job)
+                error = f"Slurm {slurm_state}: {last}" if last else f"Slurm job {job_id} ended {slurm_state}"
     elif state == "running" and not job:
         pid, host = record.get("pid"), record.get("host")
         if pid and host == socket.gethostname() and not _pid_alive(int(pid)):
