@@ -1,1 +1,13 @@
-"""star_lib.train."""
+"""star_lib.train: model presets, the tiny tokenizer, SFT cold start and multi-turn GRPO on TRL.
+
+Modules (import them directly; this package imports nothing heavy):
+
+- :mod:`star_lib.train.models` — ``PRESETS`` (``tiny``, ``qwen2.5-1.5b``, ``qwen2.5-3b``, ``qwen2.5-7b``),
+  ``load_model_and_tokenizer``, ``build_tiny_model``, ``build_tiny``.
+- :mod:`star_lib.train.tokenizer` — ``train_tokenizer`` (byte-level BPE with Qwen2.5's tokens and TRL's
+  ``qwen2_5`` chat template), ``align_chat_template``.
+- :mod:`star_lib.train.warmup` — the copy-task warm-up for from-scratch models.
+- :mod:`star_lib.train.sft` — ``SFTRunConfig`` → ``run_sft`` (TRL ``SFTTrainer``, assistant-only loss).
+- :mod:`star_lib.train.rl` — ``RLRunConfig`` → ``run_rl`` (TRL ``GRPOTrainer`` + multi-turn ``rollout_func``).
+- :mod:`star_lib.train.metrics` — ``metrics.parquet`` logging.
+"""

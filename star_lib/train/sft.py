@@ -371,9 +371,14 @@ def prepare_model(cfg: SFTRunConfig, rows: list[dict[str, Any]]) -> tuple[Any, A
         return load_model_and_tokenizer(preset, path=cfg.model_path)
     if not preset.is_tiny:
         return load_model_and_tokenizer(preset)
+    base = Path(cfg.output_dir) / "base"
+    if (
+        base / "config.json"
+    ).is_file():  # a resumed run keeps the tokenizer its checkpoints were trained with
+        return load_model_and_tokenizer(preset, path=base)
     built = build_tiny(
         tokenizer_corpus(rows),
-        Path(cfg.output_dir) / "base",
+        base,
         tokenizer_config=cfg.tokenizer,
         architecture=preset.architecture,
         seed=cfg.seed,

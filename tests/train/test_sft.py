@@ -212,3 +212,17 @@ def test_sft_missing_data_says_what_to_do(tmp_path: Path):
         read_sft_rows(tmp_path / "nope")
     with pytest.raises(FileNotFoundError, match="jsonl"):
         read_sft_rows(tmp_path)
+
+
+def test_sft_resume_reuses_the_base_tokenizer(sft_file: Path, tmp_path: Path):
+    from star_lib.train.sft import prepare_model, read_sft_rows
+
+    cfg = SFTRunConfig(
+        data=str(sft_file), output_dir=str(tmp_path / "run"), tokenizer=TokenizerConfig(vocab_size=400)
+    )
+    rows = read_sft_rows(sft_file)
+    _, first = prepare_model(cfg, rows)
+    marker = tmp_path / "run" / "base" / "tokenizer.json"
+    stamp = marker.stat().st_mtime_ns
+    _, second = prepare_model(cfg, rows)
+    assert marker.stat().st_mtime_ns == stamp and second.get_vocab() == first.get_vocab()
