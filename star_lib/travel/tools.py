@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from star_lib.travel.world import World
-from star_lib.types import Flight, Observation
+from star_lib.travel.world import FlightRecord, World
+from star_lib.types import Observation
 
 __all__ = ["TOOL_NAMES", "TOOL_SPECS", "ToolRegistry", "ToolSpec"]
 
@@ -157,15 +157,26 @@ def _no_result(text: str) -> Observation:
     return Observation(text=text, ok=False, error="no_result")
 
 
-def _flight_line(f: Flight) -> str:
-    return f"{f.number} | {f.price} | {f.dep_time} | {f.arr_time} | {f.elapsed} | {_num(f.distance)}"
+def _flight_lines(records: list[FlightRecord]) -> list[str]:
+    """Render flight rows (one comprehension: this is the hot path of the largest table)."""
+    return [
+        f"{number} | {price} | {dep} | {arr} | {elapsed} | {int(miles) if miles.is_integer() else miles}"
+        for number, price, dep, arr, elapsed, _, _, _, miles in records
+    ]
 
 
 class ToolRegistry:
     """The six TravelPlanner tools over one world; implements :class:`~star_lib.types.Tools`."""
 
-    def __init__(self, world: World) -> None:
-        """Bind the tools to ``world``."""
+    def __init__(self, world: World, *, prerender: bool = True) -> None:
+        """Bind the tools to ``world``.
+
+        Args:
+            world: the database the tools answer from.
+            prerender: render every city's and state's observation now (a few ms even for the full
+                world), so that those calls are a single dict lookup; else render on first use.
+
+        """
         self.world = world
         self._handlers: dict[str, Callable[..., Observation]] = {
             "SearchFlight": self._search_flight,
@@ -179,6 +190,8 @@ class ToolRegistry:
         self._cache: dict[tuple[str, str], Observation] = {}
         self._casefold: dict[str, str] | None = None
         self._schemas = [TOOL_SPECS[name].schema() for name in TOOL_NAMES]
+        if prerender:
+            self._prerender()
 
     # ── Tools protocol ──
 
@@ -198,6 +211,15 @@ class ToolRegistry:
         if isinstance(args, Observation):
             return args
         return handler(*args)
+
+    def _prerender(self) -> None:
+        """Fill the observation cache for every known city and every state."""
+        for city in sorted(self.world.known_cities):
+            self._accommodations(city)
+            self._restaurants(city)
+            self._attractions(city)
+        for state in self.world.states:
+            self._cities(state)
 
     # ── argument checking ──
 
@@ -257,7 +279,7 @@ class ToolRegistry:
             return self._unknown_city(destination, "destination")
         if not _valid_date(date):
             return _error(f"Error: invalid date {_short(date)}; write it as YYYY-MM-DD, e.g. '2022-03-16'.")
-        flights = world.flights(departure, destination, date)
+        flights = world.flight_records(departure, destination, date)
         if not flights:
             dates = world.dates
             span = f" Flights in this database run from {dates[0]} to {dates[-1]}." if dates else ""
@@ -269,7 +291,7 @@ class ToolRegistry:
             f"Flights from {departure} to {destination} on {date}:",
             "Flight Number | Price | DepTime | ArrTime | ActualElapsedTime | Distance",
         ]
-        lines.extend(map(_flight_line, flights))
+        lines.extend(_flight_lines(flights))
         return Observation("\n".join(lines))
 
     def _distance(self, departure: str, destination: str, mode: str) -> Observation:

@@ -34,6 +34,7 @@ from star_lib.types import Accommodation, Attraction, Distance, Flight, Restaura
 
 __all__ = [
     "FILE_NAMES",
+    "FlightRecord",
     "FlightTable",
     "World",
     "WorldLoadError",
@@ -292,11 +293,13 @@ def _read_city_states(root: Path) -> list[tuple[str, str]]:
 # ───────────────────────────── flights, columnar ─────────────────────────────
 
 _NUMBER_RE = r"^F[1-9][0-9]{0,17}$"
+FlightRecord = tuple[str, int, str, str, str, str, str, str, float]
+"""A flight as a plain tuple in the official column order (the fields of :class:`Flight`)."""
 
 
 def _uniques(*columns: pl.Series) -> tuple[str, ...]:
     """Return the sorted distinct strings of text or categorical columns."""
-    return tuple(pl.concat([c.cast(pl.String).unique() for c in columns]).unique().sort().to_list())
+    return tuple(pl.concat([c.unique().cast(pl.String) for c in columns]).unique().sort().to_list())
 
 
 class FlightTable:
@@ -328,8 +331,10 @@ class FlightTable:
             el=pl.col("ActualElapsedTime").cast(pl.Enum(self.elapsed)).to_physical(),
         ).with_columns(key=(pl.col("o") * n_cities + pl.col("d")) * n_dates + pl.col("t"))
         keys = codes["key"].to_numpy()
-        order = np.argsort(keys, kind="stable")  # keep file order within a (origin, dest, date) run
-        keys = keys[order]
+        order: Any = slice(None)  # already in key order (as to_csv_dir writes it): no copies
+        if len(keys) > 1 and not bool(np.all(keys[1:] >= keys[:-1])):
+            order = np.argsort(keys, kind="stable")  # keep file order within a (origin, dest, date) run
+            keys = keys[order]
 
         if self.int_numbers:
             numbers = frame["Flight Number"].str.slice(1).cast(pl.Int64).to_numpy()
@@ -385,18 +390,34 @@ class FlightTable:
             distance=dist,
         )
 
-    def search(self, origin: str, dest: str, date: str) -> tuple[Flight, ...]:
-        """Flights from ``origin`` to ``dest`` on ``date`` (file order); empty when none."""
+    def _run_rows(self, origin: str, dest: str, date: str) -> list[tuple]:
+        """Return the raw structured rows of one (origin, dest, date) run; empty when none."""
         o = self._city_code.get(origin)
         d = self._city_code.get(dest)
         t = self._date_code.get(date)
         if o is None or d is None or t is None:
-            return ()
+            return []
         run = self._runs.get((o * self._n_cities + d) * self._n_dates + t)
         if run is None:
-            return ()
-        start, stop = self._bounds[run], self._bounds[run + 1]
-        return tuple(map(self._flight, self.rows[start:stop].tolist()))
+            return []
+        return self.rows[self._bounds[run] : self._bounds[run + 1]].tolist()
+
+    def records(self, origin: str, dest: str, date: str) -> list[FlightRecord]:
+        """Return the flights of a route-day as plain tuples in the official column order (file order)."""
+        times, elapsed = self.times, self.elapsed
+        if self.int_numbers:
+            return [
+                (f"F{n}", p, times[a], times[b], elapsed[e], date, origin, dest, x)
+                for n, p, a, b, e, _, _, _, x in self._run_rows(origin, dest, date)
+            ]
+        return [
+            (n, p, times[a], times[b], elapsed[e], date, origin, dest, x)
+            for n, p, a, b, e, _, _, _, x in self._run_rows(origin, dest, date)
+        ]
+
+    def search(self, origin: str, dest: str, date: str) -> tuple[Flight, ...]:
+        """Return the flights from ``origin`` to ``dest`` on ``date`` (file order); empty when none."""
+        return tuple(Flight(*record) for record in self.records(origin, dest, date))
 
     def by_number(self, number: str) -> Flight | None:
         """Return the first flight with this number (binary search on a lazily sorted copy), or None."""
@@ -611,6 +632,10 @@ class World:
     def flights(self, origin: str, dest: str, date: str) -> tuple[Flight, ...]:
         """Flights from ``origin`` to ``dest`` on ``date`` (``YYYY-MM-DD``), in table order."""
         return self._flights.search(origin, dest, date)
+
+    def flight_records(self, origin: str, dest: str, date: str) -> list[FlightRecord]:
+        """Return the same flights as :meth:`flights`, as plain tuples (cheaper: no dataclass per row)."""
+        return self._flights.records(origin, dest, date)
 
     def flight(self, number: str) -> Flight | None:
         """Return the flight with this number, or None."""

@@ -209,6 +209,15 @@ def test_tools_every_city_tool_answers_in_tiny_world(tiny_tools: ToolRegistry) -
     assert obs.ok and len(obs.text.splitlines()) == 2 + len(world.flights(origin, dest, dates[0]))
 
 
+def test_tools_prerendered_and_lazy_observations_agree(tiny_tools: ToolRegistry) -> None:
+    lazy = ToolRegistry(tiny_tools.world, prerender=False)
+    for city in sorted(tiny_tools.world.known_cities):
+        for tool in ("SearchAccommodation", "SearchRestaurant", "SearchAttraction"):
+            assert lazy.call(tool, {"city": city}) == tiny_tools.call(tool, {"city": city})
+    for state in tiny_tools.world.states:
+        assert lazy.call("SearchCity", {"state": state}) == tiny_tools.call("SearchCity", {"state": state})
+
+
 # ── fuzz: 200 examples × 50 calls = 10,000 random calls, no exception may escape ──
 
 _JSON = st.recursive(

@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from star_lib.travel.world import FILE_NAMES, World, WorldLoadError, parse_km
+from star_lib.types import Flight
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +60,13 @@ def test_world_flight_f3573659_on_st_petersburg_rockford(world: World) -> None:
     )
     assert world.flight("F0000000") is None and world.flight("not a number") is None
     assert "2022-03-16" in world.flight_routes()[("St. Petersburg", "Rockford")]
+
+
+def test_world_flight_records_are_the_flights_as_tuples(world: World) -> None:
+    for (origin, dest), dates in list(world.flight_routes().items())[:50]:
+        flights = world.flights(origin, dest, dates[-1])
+        assert tuple(Flight(*r) for r in world.flight_records(origin, dest, dates[-1])) == flights
+    assert world.flight_records("Rockford", "Nowhere", "2022-03-16") == []
 
 
 def test_world_flights_match_reference_info(world: World, reference: list[dict]) -> None:
