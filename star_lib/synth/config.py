@@ -103,7 +103,7 @@ class SynthConfig:
     """How the solver picks among valid options: ``cheapest`` | ``best-rated`` | ``random`` (seeded)."""
     attractions_per_day: int = 2
     """Attractions listed on a day that has any (at least one is always required)."""
-    max_city_candidates: int = 8
+    max_city_candidates: int = 6
     """Cheapest cities of a state that the solver combines into visiting orders."""
     max_plan_tries: int = 12
     """Full plans the solver builds and checks for one record before giving up."""

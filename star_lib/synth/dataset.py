@@ -164,10 +164,7 @@ def record_key(record: QueryRecord) -> str:
 
 
 def _identity(record: QueryRecord) -> str:
-    data = record.to_dict()
-    data.pop("query", None)
-    data.pop("reference_plan", None)
-    return json.dumps(data, sort_keys=True)
+    return json.dumps(replace(record, query="", reference_plan=None).to_dict(), sort_keys=True)
 
 
 @dataclass

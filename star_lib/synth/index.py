@@ -8,6 +8,7 @@ and date, road legs, the world's date range, and sampling candidates per trip sh
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -49,6 +50,7 @@ def unambiguous(names: Sequence[str]) -> set[str]:
     return {name for name in names if _norm(name) not in clashes}
 
 
+@functools.lru_cache(maxsize=65536)
 def add_days(date: str, n: int) -> str:
     """ISO date ``n`` days after ``date``.
 

@@ -16,6 +16,7 @@ The solver is deliberately simple, so that a model can learn to act it out:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import random
@@ -158,7 +159,8 @@ class Skeleton:
     """Nights in each visiting city."""
 
 
-def skeleton(days: int, nights: Sequence[int], style: str = "full") -> Skeleton:
+@functools.lru_cache(maxsize=256)
+def skeleton(days: int, nights: tuple[int, ...], style: str = "full") -> Skeleton:
     """Return the :class:`Skeleton` of :func:`layout` for ``days`` and a nights split."""
     names = tuple(f"\0{i}" for i in range(len(nights)))
     pos = {name: i for i, name in enumerate(names)} | {"\0org": -1}

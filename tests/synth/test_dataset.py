@@ -159,3 +159,26 @@ def test_dataset_llm_fallbacks_are_counted(small_world, monkeypatch):
     assert result.stats["realiser"] == {"fallback": 6}
     rng_free = synthesize(small_world, SynthConfig(n=6, seed=5))
     assert [r.query for r in result.records] == [r.query for r in rng_free.records]
+
+
+def test_dataset_train_only_splits_and_named_mixtures(small_world, tmp_path):
+    from star_lib.synth import PAPER_MIXTURES, synthesize_mixtures
+
+    assert {"mixed-100", "mixed-500", "mixed-1000", "mixed-2000", "easy-1000", "hard-1000"} <= set(
+        PAPER_MIXTURES
+    )
+    results = synthesize_mixtures(
+        small_world, ["easy-8", "2:1:1-8"], tmp_path, SynthConfig(splits=(1.0, 0.0, 0.0))
+    )
+    assert {r.level for r in results["easy-8"].records} == {"easy"}
+    assert Counter(r.level for r in results["2:1:1-8"].records) == {"easy": 4, "medium": 2, "hard": 2}
+    assert (tmp_path / "easy-8" / "val.jsonl").read_text() == ""
+    assert pl.read_parquet(tmp_path / "easy-8" / "test.parquet").height == 0
+    assert len(read_dataset(tmp_path / "2:1:1-8" / "train.jsonl")) == 8
+
+
+def test_dataset_tiny_world_synthesis(tiny_world):
+    result = synthesize(tiny_world, SynthConfig(n=30, seed=0))
+    assert len(result.records) == 30
+    for r in result.records:
+        assert evaluate_plan(r, r.reference_plan, tiny_world, mode="strict").final_pass
