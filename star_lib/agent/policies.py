@@ -168,18 +168,38 @@ class TransformersPolicy:
         return cls(model, tokenizer, sampling, batch_size=batch_size)
 
     def generate(
-        self, conversations: Sequence[Conversation], *, max_new_tokens: int, min_new_tokens: int = 0
+        self,
+        conversations: Sequence[Conversation],
+        *,
+        max_new_tokens: int,
+        min_new_tokens: int = 0,
+        seed: int | None = None,
     ) -> list[Generation]:
-        """Generate one turn per conversation, in chunks of ``batch_size``."""
+        """Generate one turn per conversation, in chunks of ``batch_size``.
+
+        Args:
+            conversations: The live conversations (``prompt_ids`` used when set).
+            max_new_tokens: Most tokens per turn.
+            min_new_tokens: Fewest tokens per turn (benchmarks).
+            seed: Seed for this call only (e.g. an HTTP request's ``seed``); by default
+                ``sampling.seed`` plus the number of earlier calls.
+
+        Returns:
+            One generation per conversation.
+
+        """
         contexts = [c.prompt_ids or render_prompt_ids(self.tokenizer, c) for c in conversations]
+        if seed is None and self.sampling.seed is not None:
+            seed = self.sampling.seed + self._calls
+        self._calls += 1
         out: list[Generation] = []
         for start in range(0, len(contexts), self.batch_size):
             chunk = contexts[start : start + self.batch_size]
-            out.extend(self._generate_chunk(chunk, max_new_tokens, min_new_tokens))
+            out.extend(self._generate_chunk(chunk, max_new_tokens, min_new_tokens, seed))
         return out
 
     def _generate_chunk(
-        self, contexts: list[list[int]], max_new_tokens: int, min_new_tokens: int
+        self, contexts: list[list[int]], max_new_tokens: int, min_new_tokens: int, seed: int | None
     ) -> list[Generation]:
         import torch
 
@@ -190,9 +210,8 @@ class TransformersPolicy:
         for row, ids in enumerate(contexts):
             input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
             attention[row, width - len(ids) :] = 1
-        if self.sampling.seed is not None:
-            torch.manual_seed(self.sampling.seed + self._calls)
-        self._calls += 1
+        if seed is not None:
+            torch.manual_seed(seed)
         with torch.inference_mode():
             result = self.model.generate(
                 input_ids=input_ids.to(device),
@@ -344,6 +363,8 @@ class OpenAIConfig:
     ``tool`` messages (servers that render them with the chat template)."""
     logprobs: bool = False
     """Ask for per-token log-probabilities."""
+    retry_empty: bool = True
+    """Treat an empty (or whitespace-only) reply as a failure and retry it (STAR's client does)."""
     extra_body: dict[str, Any] | None = None
     """Extra JSON fields for the request body (e.g. ``{"top_k": 20}`` for vLLM)."""
 
@@ -463,7 +484,7 @@ class OpenAIPolicy:
                 error = f"{type(exc).__name__}: {str(exc)[:200]}"
                 continue
             generation = _from_response(response)
-            if generation.text.strip():
+            if generation.text.strip() or not self.config.retry_empty:
                 return generation
             error = "empty response"
         return Generation(text="", finish_reason="error", error=error)

@@ -111,6 +111,7 @@ class ChatServer:
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """Answer one chat-completions request body (raises :class:`RequestError` on a bad request)."""
         messages, tools, max_tokens, sampling = self._parse(body)
+        seed = body.get("seed")
         conversation = Conversation(messages=messages, tools=tools)
         try:
             conversation.prompt_ids = render_prompt_ids(self.policy.tokenizer, conversation)
@@ -121,7 +122,9 @@ class ChatServer:
             old = self.policy.sampling
             self.policy.sampling = sampling
             try:
-                generation = self.policy.generate([conversation], max_new_tokens=max_tokens)[0]
+                generation = self.policy.generate(
+                    [conversation], max_new_tokens=max_tokens, seed=seed if isinstance(seed, int) else None
+                )[0]
             finally:
                 self.policy.sampling = old
         choice: dict[str, Any] = {

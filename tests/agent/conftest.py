@@ -97,7 +97,7 @@ def query() -> QueryRecord:
             DayPlan(
                 days=1,
                 current_city="from Austin to Denver",
-                transportation="Flight Number: F1, from Austin to Denver, Departure Time: 08:00, Arrival Time: 10:00",
+                transportation="Flight Number: F1, from Austin to Denver, Departure Time: 08:00, Arrival Time: 10:00",  # noqa: E501
                 dinner="Eat, Denver",
                 accommodation="Inn, Denver",
             ),
@@ -113,7 +113,7 @@ def query() -> QueryRecord:
             DayPlan(
                 days=3,
                 current_city="from Denver to Austin",
-                transportation="Flight Number: F2, from Denver to Austin, Departure Time: 18:00, Arrival Time: 20:00",
+                transportation="Flight Number: F2, from Denver to Austin, Departure Time: 18:00, Arrival Time: 20:00",  # noqa: E501
             ),
         ),
     )

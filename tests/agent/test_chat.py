@@ -13,7 +13,10 @@ from star_lib.agent.rollout import run_episodes
 
 from .conftest import ScriptedPolicy
 
-CALL = '<think>Find food in {city}.</think><tool_call>{{"name": "SearchRestaurant", "arguments": {{"city": "{city}"}}}}</tool_call>'
+CALL = (
+    '<think>Find food in {city}.</think><tool_call>{{"name": "SearchRestaurant", '
+    '"arguments": {{"city": "{city}"}}}}</tool_call>'
+)
 ANSWER = '<think>Done — café ☕ booked.</think><answer>[{"days": 1, "current_city": "Denver"}]</answer>'
 TURNS = [
     CALL.format(city="Denver"),
