@@ -11,12 +11,12 @@ import datetime as dt
 import functools
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from star_lib.travel.checks import official_listing
-from star_lib.types import Accommodation, Attraction, Distance, Flight, Restaurant
+from star_lib.types import Accommodation, Attraction, Distance, Flight, LocalConstraint, Restaurant
 
 FALLBACK_DATES: tuple[str, str] = ("2022-03-01", "2022-03-31")
 """Date range used when a world has no flights at all (the official data covers March 2022)."""
@@ -48,6 +48,23 @@ def unambiguous(names: Sequence[str]) -> set[str]:
     distinct = list(counts)
     clashes = {n for n in distinct if counts[n] != 1 or any(n != o and n in o for o in distinct)}
     return {name for name in names if _norm(name) not in clashes}
+
+
+ROOM_TYPE_ROWS: dict[str, Callable[[str], bool]] = {
+    "shared room": lambda t: t == "Shared room",
+    "not shared room": lambda t: t != "Shared room",
+    "private room": lambda t: t == "Private room",
+    "entire room": lambda t: t == "Entire home/apt",
+}
+
+
+def hotel_allowed(row: Accommodation, constraint: LocalConstraint) -> bool:
+    """House rule and room type of a listing against a record's constraint (official semantics)."""
+    rule = constraint.house_rule
+    if rule and f"No {rule}" in str(row.house_rules or ""):
+        return False
+    check = ROOM_TYPE_ROWS.get(constraint.room_type or "")
+    return check is None or check(row.room_type)
 
 
 @functools.lru_cache(maxsize=65536)

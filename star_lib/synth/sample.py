@@ -15,7 +15,7 @@ from statistics import fmean
 from typing import Any
 
 from star_lib.synth.config import SynthConfig
-from star_lib.synth.index import WorldIndex, add_days, index_for
+from star_lib.synth.index import WorldIndex, add_days, hotel_allowed, index_for
 from star_lib.types import (
     CUISINES,
     HOUSE_RULES,
@@ -108,12 +108,6 @@ def _stats(values: list[float]) -> tuple[float, float, float]:
     return (min(values), fmean(values), max(values)) if values else (0.0, 0.0, 0.0)
 
 
-def _hotel_ok(row: Any, constraint: LocalConstraint) -> bool:
-    from star_lib.synth.solver import hotel_allowed
-
-    return hotel_allowed(row, constraint)
-
-
 def estimate_cost(world: Any, record: QueryRecord, cfg: SynthConfig) -> CostEstimate:
     """Estimate a trip as §7 does: transport × {2,3,4} + hotel × {3,5,7} + meals × {9,15,21}, per person.
 
@@ -132,7 +126,7 @@ def estimate_cost(world: Any, record: QueryRecord, cfg: SynthConfig) -> CostEsti
         legs = [index.leg(record.org, c) for c in cities] + [index.leg(c, record.org) for c in cities]
         transport = [leg.drive_cost for leg in legs if leg is not None]
     rows = [h for c in cities for h in index.hotels(c)]
-    allowed = [h.price for h in rows if _hotel_ok(h, record.local_constraint)] or [h.price for h in rows]
+    allowed = [h.price for h in rows if hotel_allowed(h, record.local_constraint)] or [h.price for h in rows]
     meals = [r.average_cost for c in cities for r in index.restaurants(c)]
     n_legs, n_nights, n_meals = record.days // 2 + 1, record.days, 3 * record.days
     t, h, m = _stats(transport), _stats(allowed), _stats(meals)

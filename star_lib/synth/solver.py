@@ -7,10 +7,14 @@ The solver is deliberately simple, so that a model can learn to act it out:
   the fallback.
 * **Cities** — 3-day trips visit ``dest``; 5/7-day trips combine the ``max_city_candidates`` cheapest
   usable cities of the state and try visiting orders from the cheapest estimated total upwards.
-* **Nights** — evenly split (2 per city); uneven splits are tried only when minimum stays block the even one.
-* **Items** — per city the first hotel that honours house rule, room type and minimum nights, then
-  restaurants covering every requested cuisine, then the remaining meals, never repeating a restaurant or an
-  attraction; "first" follows ``tie_break`` (cheapest | best-rated | random with a per-record seed).
+* **Days** — arrive for dinner, full days with three meals and sights, leave after breakfast (``full``);
+  when a city has too few restaurants or the budget is tight, only full days get meals (``minimal``).
+* **Nights** — evenly split (2 per city); uneven splits are tried only when minimum stays block the even
+  one. Fallback order: preferred mode (full, minimal), then the other mode (full, minimal).
+* **Items** — per city the first hotel that honours house rule, room type and minimum nights (rooms =
+  ceil(people / maximum occupancy)), then restaurants covering every requested cuisine, then the other
+  meals, never repeating a restaurant or an attraction; "first" follows ``tie_break`` (cheapest |
+  best-rated | random with a per-record seed).
 * **Proof** — the assembled plan must fit the budget and pass the strict and official evaluators.
 """
 
@@ -26,9 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from star_lib.synth.config import SynthConfig
-from star_lib.synth.index import WorldIndex, index_for
+from star_lib.synth.index import WorldIndex, hotel_allowed, index_for
 from star_lib.synth.sample import preferred_mode, trip_cities
-from star_lib.types import Accommodation, Attraction, DayPlan, LocalConstraint, QueryRecord, Restaurant
+from star_lib.types import Accommodation, Attraction, DayPlan, QueryRecord, Restaurant
 
 R_INPUT = "malformed record"
 R_UNKNOWN = "unknown destination"
@@ -54,12 +58,6 @@ REASON_PRIORITY: tuple[str, ...] = (
 )
 """When several tries fail for different reasons, the reported reason is the first of these that occurred."""
 
-ROOM_TYPE_ROWS: dict[str, Callable[[str], bool]] = {
-    "shared room": lambda t: t == "Shared room",
-    "not shared room": lambda t: t != "Shared room",
-    "private room": lambda t: t == "Private room",
-    "entire room": lambda t: t == "Entire home/apt",
-}
 MEALS: tuple[str, ...] = ("breakfast", "lunch", "dinner")
 MEAL_STYLES: tuple[str, ...] = ("full", "minimal")
 """Day layouts tried in order: meals and sights on travel days too, then only on full days."""
@@ -74,15 +72,6 @@ class Rejection:
 
     def __str__(self) -> str:
         return f"{self.reason}: {self.detail}" if self.detail else self.reason
-
-
-def hotel_allowed(row: Accommodation, constraint: LocalConstraint) -> bool:
-    """House rule and room type of a listing against a record's constraint (official semantics)."""
-    rule = constraint.house_rule
-    if rule and f"No {rule}" in str(row.house_rules or ""):
-        return False
-    check = ROOM_TYPE_ROWS.get(constraint.room_type or "")
-    return check is None or check(row.room_type)
 
 
 def night_splits(days: int, k: int) -> list[tuple[int, ...]]:
@@ -597,10 +586,3 @@ def _prove(
         note(Rejection(R_EVALUATOR, ", ".join(failed)))
         return None
     return plan
-
-
-def plan_cost(world: Any, record: QueryRecord, plan: Sequence[DayPlan]) -> float:
-    """Group cost of a plan as the strict evaluator computes it (``star_lib.travel.evaluate``)."""
-    from star_lib.travel.evaluate import plan_cost as _plan_cost
-
-    return _plan_cost(record, plan, world, mode="strict")
