@@ -234,7 +234,7 @@ class ExpertPolicy:
 
     tokenizer = None
 
-    def __init__(self, *, max_retries: int = 3, seed: int = 0) -> None:
+    def __init__(self, *, max_retries: int = 5, seed: int = 0) -> None:
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         self.max_retries = max_retries
