@@ -140,6 +140,18 @@ def write_per_plan(
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
+_SHORT = {
+    "hard_total": "hard n",
+    "delivery": "deliv",
+    "cs_micro": "cs µ",
+    "cs_macro": "cs M",
+    "hard_micro": "hard µ",
+    "hard_macro": "hard M",
+    "final_pass": "final",
+}
+"""Column headers of the breakdown tables (µ = micro, M = macro), short enough for 80 columns."""
+
+
 def _percent(value: float) -> str:
     return f"{100 * value:.1f}%"
 
@@ -169,7 +181,7 @@ def print_metrics(metrics: dict[str, float], frames: dict[str, Any], title: str)
     for name, frame in frames.items():
         sub = Table(title=f"by {name}")
         for column in frame.columns:
-            sub.add_column(column, justify="right")
+            sub.add_column(_SHORT.get(column, column), justify="right")
         for row in frame.iter_rows():
             sub.add_row(*(_percent(v) if isinstance(v, float) else str(v) for v in row))
         console.print(sub)

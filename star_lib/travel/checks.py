@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from star_lib.types import HOUSE_RULES, CheckResult, DayPlan, QueryRecord
@@ -250,6 +250,11 @@ class WorldIndex:
         self._memo: dict[tuple[str, str, str], tuple[Any, ...]] = {}
         self._routes: dict[tuple[str, str, str], int | None] = {}
 
+    def clear_memo(self) -> None:
+        """Forget memoised lookups (the per-city rows and name dicts stay)."""
+        self._memo.clear()
+        self._routes.clear()
+
     def rows(self, table: str, city: str) -> tuple[Any, ...]:
         """Rows of ``table`` (restaurant | attraction | accommodation) in ``city``, in database order."""
         key = (table, city)
@@ -335,6 +340,15 @@ class Day:
     """(text, split) of each attraction item."""
     hotel: Split | None
     """Split of the filled accommodation (None when empty or not splittable)."""
+    meal_keys: tuple[Any, ...] = ()
+    """What the repetition check compares for each meal (raw text, or normalised (name, city))."""
+    attraction_keys: tuple[Any, ...] = ()
+    """Same for each attraction item."""
+    hotel_key: Any = None
+    """Same for the accommodation (consecutive-night runs)."""
+    memo: dict[Any, Any] = field(default_factory=dict)
+    """Per-day verdicts that depend only on the day (and the date/group size): the evaluator shares parsed
+    days across plans, so an unchanged day is checked once."""
 
 
 def transport_kind_for(text: str, rules: frozenset[str]) -> str | None:
@@ -383,7 +397,8 @@ def parse_day(
         else:
             items = attraction_text.split(";")[:-1]
         attractions = tuple((item, splitter(item)) for item in items)
-    hotel = splitter(day.accommodation) if filled(day.accommodation) else None
+    hotel_text = day.accommodation
+    hotel = splitter(hotel_text) if filled(hotel_text) else None
     return Day(
         index=index,
         raw=day,
@@ -395,6 +410,9 @@ def parse_day(
         meals=meals,
         attractions=attractions,
         hotel=hotel,
+        meal_keys=tuple(_name_key(text, split, rules) for _slot, text, split in meals),
+        attraction_keys=tuple(_name_key(text, split, rules) for text, split in attractions),
+        hotel_key=_name_key(hotel_text, hotel, rules) if filled(hotel_text) else hotel_text,
     )
 
 
@@ -450,8 +468,7 @@ def check_restaurants(ctx: PlanContext) -> CheckResult:
     """``is_valid_restaurants``: no restaurant twice in the whole trip."""
     seen: set[Any] = set()
     for day in ctx.days:
-        for slot, text, split in day.meals:
-            key = _name_key(text, split, ctx.rules)
+        for key, (slot, text, _split) in zip(day.meal_keys, day.meals, strict=True):
             if key in seen:
                 return CheckResult(
                     False, f"The restaurant in day {day.index + 1} {slot} ({text}) is repeated."
@@ -464,8 +481,7 @@ def check_attractions(ctx: PlanContext) -> CheckResult:
     """``is_valid_attractions``: no attraction twice in the whole trip."""
     seen: set[Any] = set()
     for day in ctx.days:
-        for text, split in day.attractions:
-            key = _name_key(text, split, ctx.rules)
+        for key, (text, _split) in zip(day.attraction_keys, day.attractions, strict=True):
             if key in seen:
                 return CheckResult(False, f"The attraction '{text}' in day {day.index + 1} is repeated.")
             seen.add(key)
@@ -476,8 +492,7 @@ def check_accommodation(ctx: PlanContext) -> CheckResult:
     """``is_valid_accommodation``: each hotel's consecutive nights reach its minimum nights."""
     runs: list[tuple[Any, Split | None, str, int]] = []
     for day in ctx.days:
-        text = day.raw.accommodation
-        key = _name_key(text, day.hotel, ctx.rules) if filled(text) else text
+        text, key = day.raw.accommodation, day.hotel_key
         if runs and runs[-1][0] == key:
             runs[-1] = (key, runs[-1][1], runs[-1][2], runs[-1][3] + 1)
         else:
@@ -517,28 +532,40 @@ def _in_cities(text: str, split: Split | None, cities: Any, exact: bool) -> bool
 
 def check_information_in_current_city(ctx: PlanContext) -> CheckResult:
     """``is_valid_information_in_current_city``: everything of a day happens in that day's cities."""
-    exact = "current_city_exact" in ctx.rules
-    fixed = "one_city_day" in ctx.rules
     for day in ctx.days:
-        number = day.index + 1
-        if day.cities is None:
-            return CheckResult(False, f"The current city of day {number} cannot be parsed.")
-        # quirk #50: on a one-city day the official code iterates the characters of the city name
-        cities: Any = day.cities if (day.moving or fixed or exact) else day.cities[0]
-        if filled(day.transport) and not all(city in day.transport for city in cities):
-            return CheckResult(False, f"The transportation in day {number} is invalid city choice.")
-        for slot, text, split in day.meals:
-            if not _in_cities(text, split, cities, exact):
-                return CheckResult(False, f"The {slot} in day {number} is invalid city choice.")
-        for text, split in day.attractions:
-            if not _in_cities(text, split, cities, exact):
-                return CheckResult(False, f"The attraction in day {number} is invalid city choice.")
-        hotel_text = day.raw.accommodation
-        if filled(hotel_text):
-            last = cities[-1]
-            ok = (day.hotel is not None and day.hotel[1] == last) if exact else last in hotel_text
-            if not ok:
-                return CheckResult(False, f"The accommodation in day {number} is invalid city choice.")
+        verdict = day.memo.get("city")
+        if verdict is None:
+            verdict = day.memo["city"] = _day_in_current_city(ctx, day)
+        if verdict is not PASS:
+            return verdict
+    return PASS
+
+
+def _day_in_current_city(ctx: PlanContext, day: Day) -> CheckResult:
+    """Judge one day's current-city consistency (depends on nothing but the day)."""
+    exact = "current_city_exact" in ctx.rules
+    number = day.index + 1
+    if day.cities is None:
+        return CheckResult(False, f"The current city of day {number} cannot be parsed.")
+    # quirk #50: on a one-city day the official code iterates the characters of the city name
+    fixed = day.moving or exact or "one_city_day" in ctx.rules
+    cities: Any = day.cities if fixed else day.cities[0]
+    if filled(day.transport) and not all(city in day.transport for city in cities):
+        return CheckResult(False, f"The transportation in day {number} is invalid city choice.")
+    for slot, text, split in day.meals:
+        if not _in_cities(text, split, cities, exact):
+            return CheckResult(False, f"The {slot} in day {number} is invalid city choice.")
+    for text, split in day.attractions:
+        if not _in_cities(text, split, cities, exact):
+            return CheckResult(False, f"The attraction in day {number} is invalid city choice.")
+    hotel_text = day.raw.accommodation
+    if filled(hotel_text):
+        if not cities:  # an empty one-city day: official crashes on cities[-1]
+            return CheckResult(False, f"The current city of day {number} is empty.")
+        last = cities[-1]
+        ok = (day.hotel is not None and day.hotel[1] == last) if exact else last in hotel_text
+        if not ok:
+            return CheckResult(False, f"The accommodation in day {number} is invalid city choice.")
     return PASS
 
 
@@ -567,6 +594,8 @@ def leg_kind(ctx: PlanContext, day: Day) -> str | None:
         return "self-driving"
     if "taxi" in lower:
         return "taxi"
+    if day.kind == "flight" and "flight_number_required" in ctx.rules:
+        return "flight"
     return "self-driving" if day.kind == "self-driving" else None
 
 
@@ -605,21 +634,34 @@ def _sandbox_transport(ctx: PlanContext, day: Day) -> str | None:
 
 def check_information_in_sandbox(ctx: PlanContext) -> CheckResult:
     """``is_valid_information_in_sandbox``: every flight, route, restaurant, attraction and hotel exists."""
-    match = ctx.index.match
+    dated = "flight_date" in ctx.rules
+    dates = ctx.query.date
     for day in ctx.days:
-        number = day.index + 1
-        if filled(day.transport):
-            reason = _sandbox_transport(ctx, day)
-            if reason is not None:
-                return CheckResult(False, reason)
-        for slot, _text, split in day.meals:
-            if not match("restaurant", split):
-                return CheckResult(False, f"The {slot} in day {number} is invalid in the sandbox.")
-        for text, split in day.attractions:
-            if not match("attraction", split):
-                return CheckResult(False, f"The attraction {text} in day {number} is invalid in the sandbox.")
-        if filled(day.raw.accommodation) and not match("accommodation", day.hotel):
-            return CheckResult(False, f"The accommodation in day {number} is invalid in the sandbox.")
+        key = ("sandbox", dates[day.index] if dated and day.index < len(dates) else None)
+        verdict = day.memo.get(key)
+        if verdict is None:
+            verdict = day.memo[key] = _day_in_sandbox(ctx, day)
+        if verdict is not PASS:
+            return verdict
+    return PASS
+
+
+def _day_in_sandbox(ctx: PlanContext, day: Day) -> CheckResult:
+    """Judge one day against the sandbox (depends on the day and, under ``flight_date``, its date)."""
+    match = ctx.index.match
+    number = day.index + 1
+    if filled(day.transport):
+        reason = _sandbox_transport(ctx, day)
+        if reason is not None:
+            return CheckResult(False, reason)
+    for slot, _text, split in day.meals:
+        if not match("restaurant", split):
+            return CheckResult(False, f"The {slot} in day {number} is invalid in the sandbox.")
+    for text, split in day.attractions:
+        if not match("attraction", split):
+            return CheckResult(False, f"The attraction {text} in day {number} is invalid in the sandbox.")
+    if filled(day.raw.accommodation) and not match("accommodation", day.hotel):
+        return CheckResult(False, f"The accommodation in day {number} is invalid in the sandbox.")
     return PASS
 
 
@@ -671,19 +713,30 @@ def check_not_absent(ctx: PlanContext) -> CheckResult:
 def trip_cost(ctx: PlanContext) -> float:
     """Total cost of the plan for the whole group (official ``get_total_cost``; unknown items cost 0)."""
     people = ctx.query.people_number
-    match = ctx.index.match
     total = 0.0
     for day in ctx.days:
-        if filled(day.transport) and day.leg is not None:
-            total += _transport_cost(ctx, day, people)
-        for _slot, _text, split in day.meals:
-            rows = match("restaurant", split)
-            if rows:
-                total += rows[0].average_cost * people
-        if filled(day.raw.accommodation):
-            rows = match("accommodation", day.hotel)
-            if rows:
-                total += rows[0].price * math.ceil(people / rows[0].maximum_occupancy)
+        key = ("cost", people)
+        cost = day.memo.get(key)
+        if cost is None:
+            cost = day.memo[key] = _day_cost(ctx, day, people)
+        total += cost
+    return total
+
+
+def _day_cost(ctx: PlanContext, day: Day, people: int) -> float:
+    """One day's cost for a group of ``people``."""
+    match = ctx.index.match
+    total = 0.0
+    if filled(day.transport) and day.leg is not None:
+        total += _transport_cost(ctx, day, people)
+    for _slot, _text, split in day.meals:
+        rows = match("restaurant", split)
+        if rows:
+            total += rows[0].average_cost * people
+    if filled(day.raw.accommodation):
+        rows = match("accommodation", day.hotel)
+        if rows:
+            total += rows[0].price * math.ceil(people / rows[0].maximum_occupancy)
     return total
 
 

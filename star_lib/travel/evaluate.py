@@ -1,8 +1,10 @@
 """Score plans against a World: the TravelPlanner evaluator in ``official`` and ``strict`` mode (spec §5–§6).
 
-:class:`Evaluator` builds its name indexes once per World; :func:`evaluate_plan` keeps one Evaluator per
-(world, mode), so calling it in a loop costs only the checks. The checks themselves, and the table of every
-difference between the modes (:data:`STRICT_RULES`), live in :mod:`star_lib.travel.checks`.
+:class:`Evaluator` builds its name indexes once per World (lazily, per city) and memoises parsed days, name
+splits, lookups and per-day verdicts, so the many near-identical plans of RL rollouts are cheap;
+:func:`evaluate_plan` keeps one Evaluator per (world, mode), so calling it in a loop costs only the checks.
+The checks themselves, and the table of every difference between the modes (:data:`STRICT_RULES`), live in
+:mod:`star_lib.travel.checks`.
 
 >>> from star_lib.travel.evaluate import transport_kind
 >>> transport_kind("Driving from A to B", "official") is None, transport_kind("Driving from A to B", "strict")
@@ -20,6 +22,7 @@ from star_lib.travel.checks import (
     HARD_CHECKS,
     MODE_RULES,
     STRICT_RULES,
+    Day,
     PlanContext,
     WorldIndex,
     normalise,
@@ -101,6 +104,7 @@ class Evaluator:
         self.world = world
         self.index = WorldIndex(world, self.rules)
         self._splits: dict[str, Any] = {}
+        self._days: dict[tuple[int, DayPlan], Day] = {}
         self._normalise_names = "exact_names" in self.rules
 
     # ── public API ──
@@ -138,12 +142,26 @@ class Evaluator:
     def context(self, query: QueryRecord, plan: Sequence[DayPlan]) -> PlanContext:
         """Parse a plan once for all checks (the first ``min(query.days, len(plan))`` days)."""
         plan = tuple(plan)
-        days = [
-            parse_day(i, day, self.rules, self._split) for i, day in enumerate(plan[: max(0, query.days)])
-        ]
+        days = [self._day(i, day) for i, day in enumerate(plan[: max(0, query.days)])]
         return PlanContext(query=query, plan=plan, days=days, index=self.index, rules=self.rules)
 
+    def clear_caches(self) -> None:
+        """Drop every memo (parsed days, splits, name lookups, routes); the indexes by city stay."""
+        self._days.clear()
+        self._splits.clear()
+        self.index.clear_memo()
+
     # ── internals ──
+
+    def _day(self, index: int, day: DayPlan) -> Day:
+        """Return the parsed day, shared by every plan holding the same day at the same position."""
+        key = (index, day)
+        parsed = self._days.get(key)
+        if parsed is None:
+            if len(self._days) >= WorldIndex.MEMO_LIMIT:
+                self._days.clear()
+            parsed = self._days[key] = parse_day(index, day, self.rules, self._split)
+        return parsed
 
     def _split(self, text: str) -> Any:
         """Memoised ``'Name, City'`` split; names and cities whitespace-normalised under ``exact_names``."""
@@ -173,7 +191,7 @@ def get_evaluator(world: Any, mode: str = "strict") -> Evaluator:
             return evaluator
     evaluator = Evaluator(world, mode)
     try:
-        holder: Any = weakref.ref(world, lambda _r, k=key: _EVALUATORS.pop(k, None))
+        holder: Any = weakref.ref(world, lambda _r, k=key, cache=_EVALUATORS: cache.pop(k, None))
     except TypeError:  # not weak-referenceable: keep it alive with the cache
         holder = world
     _EVALUATORS[key] = (holder, evaluator)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import json
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -104,7 +105,9 @@ def _decode(text: str, what: str) -> Any:
     except (ValueError, RecursionError):
         pass
     try:
-        return ast.literal_eval(text)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences in model text are not our warnings
+            return ast.literal_eval(text)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
         detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise PlanParseError(f"the {what} is neither JSON nor a Python literal ({detail})") from None
