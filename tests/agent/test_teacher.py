@@ -123,7 +123,7 @@ def test_teacher_sft_set_trains_in_trl_with_assistant_only_loss(sft_dir, tmp_pat
 
 
 def test_teacher_sft_mask_agrees_with_rollout_env_mask(tiny_set, qwen_tokenizer):
-    """TRL's training template trains the tokens the runner marks as the model's, plus two template newlines."""
+    """TRL's training template trains the runner's model tokens plus two template newlines per turn."""
     import copy
 
     from trl.chat_template_utils import qwen2_5_chat_template, qwen2_5_training_chat_template

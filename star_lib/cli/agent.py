@@ -1,0 +1,355 @@
+"""``star teacher``, ``star rollout`` and ``star serve``: run agents on query sets.
+
+- ``star teacher``: a teacher (the programmatic expert or an OpenAI-compatible model) plays every query;
+  format-valid, strictly passing episodes become a TRL conversational SFT set (``train.jsonl``) with
+  ``stats.json`` and ``episodes.parquet``.
+- ``star rollout``: evaluate any model (a checkpoint folder, a preset, a vLLM engine or an endpoint) on
+  a query set; one parquet row per episode (plan, verdicts, turns, tokens, termination).
+- ``star serve``: an OpenAI-compatible HTTP endpoint for a transformers checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    """Add the ``teacher``, ``rollout`` and ``serve`` subcommands."""
+    _register_teacher(sub)
+    _register_rollout(sub)
+    _register_serve(sub)
+
+
+# ───────────────────────────── shared arguments ─────────────────────────────
+
+
+def _episode_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--queries", nargs="+", required=True, help="JSONL file(s) of query records")
+    p.add_argument("--world", required=True, help="database folder, or synthetic:<tiny|small|full>:<seed>")
+    p.add_argument("--limit", type=int, default=None, help="use only the first N queries")
+    p.add_argument("--max-turns", type=int, default=30, help="assistant turns per episode (default 30)")
+    p.add_argument("--max-new-tokens", type=int, default=1024, help="tokens per turn (default 1024)")
+    p.add_argument("--max-context", type=int, default=32768, help="context budget in tokens (default 32768)")
+    p.add_argument("--faults", type=float, default=0.0, help="tool failure rate, e.g. 0.1 (default 0)")
+    p.add_argument("--corruption", type=float, default=0.0, help="tool result corruption rate (default 0)")
+    p.add_argument("--eval-mode", choices=("strict", "official"), default="strict")
+    p.add_argument("--seed", type=int, default=0, help="seed of sampling and fault injection")
+    p.add_argument("--chunk-size", type=int, default=64, help="episodes run in lockstep at once")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def _endpoint_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1"
+    )
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="NAME of the env var holding the API key")
+    p.add_argument("--concurrency", type=int, default=8, help="requests in flight (default 8)")
+    p.add_argument("--temperature", type=float, default=0.6, help="sampling temperature (default 0.6)")
+    p.add_argument("--top-p", type=float, default=0.95, help="nucleus mass (default 0.95)")
+    p.add_argument(
+        "--tools-mode",
+        choices=("system", "template"),
+        default="system",
+        help="endpoint: tools in the system text (hosted APIs) or as tools= (vLLM / star serve)",
+    )
+
+
+def load_queries(paths: list[str], limit: int | None = None) -> list[Any]:
+    """Read query records from JSONL files; an ``annotated_plan`` becomes the ``reference_plan``.
+
+    Raises:
+        FileNotFoundError: When a file is missing.
+        ValueError: When a line is not a query record (the message names file and line).
+
+    """
+    from star_lib.types import QueryRecord
+
+    records: list[Any] = []
+    for name in paths:
+        path = Path(name)
+        if not path.is_file():
+            raise FileNotFoundError(f"query file {path} not found: pass JSONL written by `star synth`")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                record = QueryRecord.from_dict(row)
+            except ValueError as exc:
+                raise ValueError(f"{path}:{number}: {exc}") from exc
+            if record.reference_plan is None and row.get("annotated_plan"):
+                from star_lib.travel.plan import parse_plan
+
+                record = dataclasses.replace(record, reference_plan=parse_plan(row["annotated_plan"]))
+            if record.idx is None:
+                record = dataclasses.replace(record, idx=len(records))
+            records.append(record)
+    return records[:limit] if limit is not None else records
+
+
+def _rollout_config(args: argparse.Namespace, **extra: Any) -> Any:
+    from star_lib.agent.config import RolloutConfig
+
+    return RolloutConfig(
+        max_turns=args.max_turns,
+        max_new_tokens=args.max_new_tokens,
+        max_context_tokens=args.max_context,
+        eval_mode=args.eval_mode,
+        seed=args.seed,
+        **extra,
+    )
+
+
+def _faults(args: argparse.Namespace) -> Any:
+    if not args.faults and not args.corruption:
+        return None
+    from star_lib.travel.faults import FaultConfig
+
+    return FaultConfig(failure_rate=args.faults, corruption_rate=args.corruption, seed=args.seed)
+
+
+def _openai_policy(model: str, args: argparse.Namespace, tokenizer: Any = None) -> Any:
+    from star_lib.agent.policies import OpenAIConfig, OpenAIPolicy, SamplingParams
+
+    config = OpenAIConfig(
+        model=model,
+        base_url=args.base_url,
+        api_key_env=args.api_key_env,
+        concurrency=args.concurrency,
+        tools_mode=args.tools_mode,
+        tool_messages="tool" if args.tools_mode == "template" else "user",
+    )
+    sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed)
+    return OpenAIPolicy(config, sampling, tokenizer=tokenizer)
+
+
+# ───────────────────────────── star teacher ─────────────────────────────
+
+
+def _register_teacher(sub: Any) -> None:
+    p = sub.add_parser(
+        "teacher",
+        help="teacher trajectories → TRL SFT dataset",
+        description=(
+            "Run a teacher on every query, keep format-valid episodes whose plan passes the strict "
+            "evaluator, and write train.jsonl (messages + tools), stats.json and episodes.parquet."
+        ),
+    )
+    _episode_args(p)
+    _endpoint_args(p)
+    p.add_argument("--teacher", default="expert", help="expert | openai:<model name>")
+    p.add_argument("--tokenizer", default=None, help="tokenizer folder, to report token counts")
+    p.add_argument("--out", default="data/sft", help="output folder (default data/sft)")
+    p.set_defaults(func=run_teacher)
+
+
+def run_teacher(args: argparse.Namespace) -> int:
+    """Build the SFT dataset and print its statistics; return the exit code."""
+    from star_lib.agent.expert import ExpertPolicy
+    from star_lib.agent.teacher import build_sft_dataset
+    from star_lib.synth import load_world
+
+    tokenizer = _load_tokenizer(args.tokenizer) if args.tokenizer else None
+    if args.teacher == "expert":
+        policy: Any = ExpertPolicy(seed=args.seed)
+    elif args.teacher.startswith("openai:") and len(args.teacher) > len("openai:"):
+        policy = _openai_policy(args.teacher.split(":", 1)[1], args, tokenizer)
+    else:
+        raise ValueError(f"--teacher must be 'expert' or 'openai:<model>', got {args.teacher!r}")
+    queries = load_queries(args.queries, args.limit)
+    if args.teacher == "expert" and any(q.reference_plan is None for q in queries):
+        raise ValueError(
+            "the expert needs queries with reference_plan (or annotated_plan): use `star synth` output"
+        )
+    world = load_world(args.world)
+    cfg = _rollout_config(args, reward="none")
+    stats = build_sft_dataset(
+        policy,
+        queries,
+        world,
+        args.out,
+        cfg,
+        _faults(args),
+        tokenizer=tokenizer,
+        chunk_size=args.chunk_size,
+        progress=not args.no_progress,
+    )
+    _print_table(f"star teacher → {args.out}", stats.to_dict())
+    return 0
+
+
+def _load_tokenizer(path: str) -> Any:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if not tokenizer.chat_template:
+        raise ValueError(f"tokenizer {path} has no chat template; use a Qwen2.5-style tokenizer folder")
+    return tokenizer
+
+
+# ───────────────────────────── star rollout ─────────────────────────────
+
+
+def _register_rollout(sub: Any) -> None:
+    p = sub.add_parser(
+        "rollout",
+        help="evaluate a model on a query set → per-episode parquet",
+        description="Play every query with a model and write one row per episode (plan, verdicts, tokens).",
+    )
+    _episode_args(p)
+    _endpoint_args(p)
+    p.add_argument("--model", required=True, help="checkpoint folder, preset name, or endpoint model name")
+    p.add_argument("--backend", choices=("transformers", "vllm", "openai"), default="transformers")
+    p.add_argument("--samples", type=int, default=1, help="episodes per query (group_id = query position)")
+    p.add_argument("--batch-size", type=int, default=16, help="sequences per generate call (transformers)")
+    p.add_argument("--device", default=None, help="cpu | cuda (default: cuda when available)")
+    p.add_argument("--token-ids", choices=("canonical", "sampled"), default="canonical")
+    p.add_argument("--out", default="runs/rollout/rollouts.parquet", help="parquet file to write")
+    p.set_defaults(func=run_rollout)
+
+
+def run_rollout(args: argparse.Namespace) -> int:
+    """Run the episodes, write the parquet and print a summary; return the exit code."""
+    from star_lib.agent.rollout import RolloutStats, episodes_frame, run_episodes
+    from star_lib.synth import load_world
+
+    if args.samples < 1 or args.chunk_size < 1:
+        raise ValueError("--samples and --chunk-size must be >= 1")
+    policy = _rollout_policy(args)
+    queries = load_queries(args.queries, args.limit)
+    world = load_world(args.world)
+    cfg = _rollout_config(args, token_ids=args.token_ids)
+    jobs = [(q, i) for i, q in enumerate(queries) for _ in range(args.samples)]
+    stats = RolloutStats()
+    episodes: list[Any] = []
+    for start in range(0, len(jobs), args.chunk_size):
+        chunk = jobs[start : start + args.chunk_size]
+        run = run_episodes(
+            policy,
+            [q for q, _ in chunk],
+            world,
+            cfg,
+            _faults(args),
+            group_ids=[g for _, g in chunk],
+            stats=stats,
+            progress=not args.no_progress,
+        )
+        for ep in run:
+            ep.index += start
+        episodes.extend(run)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    frame = episodes_frame(episodes)
+    frame.write_parquet(out)
+    _print_table(f"star rollout → {out}", _summary(frame, stats))
+    return 0
+
+
+def _rollout_policy(args: argparse.Namespace) -> Any:
+    from star_lib.agent.policies import SamplingParams, TransformersPolicy, VLLMPolicy
+
+    sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed)
+    if args.backend == "openai":
+        return _openai_policy(args.model, args)
+    if args.backend == "vllm":
+        from star_lib.train.models import resolve_model_source
+
+        return VLLMPolicy(resolve_model_source(args.model), sampling=sampling)
+    from star_lib.train.models import load_model_and_tokenizer
+
+    device = args.device or _default_device()
+    model, tokenizer = load_model_and_tokenizer(args.model, device=device)
+    model.eval()
+    return TransformersPolicy(model, tokenizer, sampling, batch_size=args.batch_size)
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _summary(frame: Any, stats: Any) -> dict[str, Any]:
+    n = frame.height
+    return {
+        "episodes": n,
+        "delivery": frame["delivered"].mean() if n else 0.0,
+        "commonsense_macro": frame["commonsense_pass"].mean() if n else 0.0,
+        "hard_macro": frame["hard_pass"].mean() if n else 0.0,
+        "final_pass": frame["final_pass"].mean() if n else 0.0,
+        "cs_micro": frame["cs_micro"].mean() if n else 0.0,
+        "mean_turns": frame["turns"].mean() if n else 0.0,
+        "mean_model_tokens": frame["model_tokens"].mean() if n else 0.0,
+        "terminations": dict(
+            zip(*frame["termination"].value_counts().to_dict(as_series=False).values(), strict=True)
+        ),
+        "episodes_per_s": n / stats.total_s if stats.total_s else 0.0,
+        "env_share": stats.env_share,
+    }
+
+
+def _print_table(title: str, values: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value")
+    for key, value in values.items():
+        if isinstance(value, float):
+            text = f"{value:.4g}"
+        elif isinstance(value, dict):
+            text = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
+        else:
+            text = str(value)
+        table.add_row(key, text)
+    Console().print(table)
+
+
+# ───────────────────────────── star serve ─────────────────────────────
+
+
+def _register_serve(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="serve a transformers checkpoint over an OpenAI-compatible HTTP API",
+        description="POST /v1/chat/completions for one local model (for demos, tests and local teachers).",
+    )
+    p.add_argument("--model", required=True, help="checkpoint folder or preset name")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
+    p.add_argument("--api-key-env", default=None, help="NAME of an env var: require its value as Bearer key")
+    p.add_argument("--device", default=None, help="cpu | cuda")
+    p.set_defaults(func=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Serve until interrupted; return the exit code."""
+    from star_lib.agent.policies import TransformersPolicy
+    from star_lib.agent.serve import ChatServer
+    from star_lib.train.models import load_model_and_tokenizer
+
+    key = None
+    if args.api_key_env:
+        key = os.environ.get(args.api_key_env)
+        if not key:
+            raise ValueError(f"environment variable {args.api_key_env} is empty: export the key to require")
+    model, tokenizer = load_model_and_tokenizer(args.model, device=args.device or _default_device())
+    server = ChatServer(
+        TransformersPolicy(model.eval(), tokenizer, batch_size=1),
+        model_name=args.model,
+        host=args.host,
+        port=args.port,
+        api_key=key,
+    )
+    print(f"serving {args.model} at {server.base_url} (Ctrl-C to stop)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
