@@ -192,6 +192,21 @@ class ScanBaseline:
         }[name]
 
 
+def check_baseline(world: World, baseline: ScanBaseline, calls: dict[str, list[Call]], k: int) -> None:
+    """Make sure the baseline finds the same rows as the index (else the comparison means nothing)."""
+    expected = {
+        "SearchFlight": lambda a: len(world.flights(a["departure"], a["destination"], a["date"])),
+        "SearchAccommodation": lambda a: len(world.accommodations(a["city"])),
+        "SearchRestaurant": lambda a: len(world.restaurants(a["city"])),
+        "SearchAttraction": lambda a: len(world.attractions(a["city"])),
+        "SearchCity": lambda a: len(world.cities_in(a["state"])),
+    }
+    for name, count in expected.items():
+        for _, args in calls[name][:k]:
+            if baseline.call(name, args) != count(args):
+                raise SystemExit(f"baseline disagrees with the index on {name} {args}")
+
+
 def main() -> None:
     """Run the benchmark and print per-tool tables, then the JSON summary line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -221,6 +236,7 @@ def main() -> None:
     print(f"{args.baseline} baseline frames read in {time.perf_counter() - start:.1f} s")
     k = min(args.baseline_calls, args.calls)
     scanned = {name: time_calls(baseline.call, calls[name][:k]) for name in TOOL_NAMES}
+    check_baseline(world, baseline, calls, k)
 
     print(f"\n{'tool':<22}{'median µs':>11}{'p99 µs':>10}{'scan median µs':>17}{'speedup (median)':>18}")
     for name in TOOL_NAMES:
