@@ -424,28 +424,65 @@ def _sft_config_type() -> type:
 
 
 def run_sft_stage(cfg: SFTStageConfig, inputs: Mapping[str, Path], out: Path) -> dict[str, Any]:
-    """Run SFT into ``out``; resumes from the newest checkpoint a preempted job left there."""
-    import polars as pl
-
+    """Run SFT into ``out`` (under torchrun/accelerate when the job has several GPUs); resumes from the newest
+    checkpoint a preempted job left there."""
     from star_lib.train.sft import SFTRunConfig, run_sft
 
     checkpoints = sorted((out / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    values = {"progress": False, **cfg.options}
     run_cfg = SFTRunConfig(
-        data=str(inputs["sft_data"]),
-        output_dir=str(out),
-        preset=cfg.model,
-        **{"resume_from_checkpoint": str(checkpoints[-1]) if checkpoints else None, "progress": False,
-           **cfg.options},
+        data=str(_sft_rows_with_tool_lists(inputs["sft_data"], out)), output_dir=str(out), preset=cfg.model,
+        resume_from_checkpoint=str(checkpoints[-1]) if checkpoints else None, **values,
     )
-    result = run_sft(run_cfg)
-    shutil.rmtree(out / "checkpoints", ignore_errors=True)
-    logged = pl.read_parquet(result.metrics_path) if result.metrics_path.is_file() else pl.DataFrame()
-    rows = _training_rows(logged)
-    rows += metrics_rows({"sft/steps": result.steps, "sft/first_loss": result.first_loss,
-                          "sft/last_loss": result.last_loss, "sft/tokens_per_s": result.tokens_per_s})
-    os.replace(out / "metrics.parquet", out / "train_log.parquet") if result.metrics_path.is_file() else None
-    write_metrics(out, rows)
+    _train(run_cfg, out, "sft", run_sft)
     return {}
+
+
+def _sft_rows_with_tool_lists(path: Path, out: Path) -> Path:
+    """The teacher's SFT rows with ``tools`` as a list of schemas.
+
+    ``star_lib.agent.teacher`` writes ``tools`` as a JSON string while ``star_lib.train.sft`` reads a list;
+    until the two agree, this decodes the string form (rows already holding a list pass unchanged).
+    """
+    rows = []
+    changed = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if isinstance(row.get("tools"), str):
+            row["tools"] = json.loads(row["tools"])
+            changed = True
+        rows.append(row)
+    if not changed:
+        return path
+    target = out / CHECKPOINT_DIR / "sft_data.jsonl"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return target
+
+
+def _train(run_cfg: Any, out: Path, stage: str, run_fn: Callable[[Any], Any]) -> None:
+    """Run a training function in-process or under the job's launcher; then turn its log into metrics rows."""
+    import polars as pl
+
+    from star_lib.experiments.launch import run_launched, wants_launcher
+
+    if wants_launcher():
+        run_launched(stage, run_cfg, out)
+    else:
+        run_fn(run_cfg)
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    log_path = out / "metrics.parquet"
+    logged = pl.read_parquet(log_path) if log_path.is_file() else pl.DataFrame()
+    rows = _training_rows(logged)
+    steps = [r["step"] for r in rows if r["step"] is not None]
+    last = {r["metric"]: r["value"] for r in rows}  # the last logged value of each metric
+    rows += metrics_rows({f"{stage}/steps": max(steps) if steps else 0})
+    rows += metrics_rows({f"{stage}/final/{k}": v for k, v in last.items() if not k.startswith(("time/", "stage"))})
+    if log_path.is_file():
+        os.replace(log_path, out / "train_log.parquet")
+    write_metrics(out, rows)
 
 
 def _training_rows(logged: Any) -> list[dict[str, Any]]:
@@ -497,13 +534,23 @@ def build_registry() -> Registry:
         inputs=lambda stages: {"sft_data": ("teacher", "train.jsonl")},
         requires=("star_lib.train.sft:run_sft",),
         uses_gpu=True,
-        distributed=False,
+        distributed=True,
         options_type=_sft_config_type,
         options_fixed=("data", "output_dir", "preset", "resume_from_checkpoint"),
         options_required={"data": "-", "output_dir": "-"},
     ))
-    registry.add(Stage("rl", _not_wired("rl"), RLStageConfig, requires=("star_lib.train.rl:run_rl",),
-                       uses_gpu=True, distributed=True))
+    registry.add(Stage(
+        "rl", run_rl_stage, RLStageConfig,
+        inputs=lambda stages: {"world": ("world", "db"), "data": ("synth", "rl/train.jsonl"),
+                               "model": ("sft", "model")},
+        requires=("star_lib.train.rl:run_rl",),
+        uses_gpu=True,
+        distributed=True,
+        options_type=_rl_config_type,
+        options_fixed=("data", "output_dir", "model_path", "world", "preset", "reward", "curriculum_boundaries",
+                       "faults", "seed", "algorithm"),
+        options_required={"data": "-", "output_dir": "-", "model_path": "-"},
+    ))
     registry.add(Stage(
         "eval", run_eval, EvalStageConfig,
         inputs=_eval_inputs,
@@ -520,7 +567,7 @@ def build_registry() -> Registry:
 
 @dataclass(frozen=True)
 class RLStageConfig:
-    """RL (GRPO / DAPO / ARPO) — wired once ``star_lib.train.rl`` lands."""
+    """RL from the SFT checkpoint on the RL prompts (``star_lib.train.rl``)."""
 
     model: str = "tiny"
     """Model preset (axis)."""
@@ -531,13 +578,68 @@ class RLStageConfig:
     algorithm: str = "grpo"
     """Algorithm (axis)."""
     seed: int = 0
-    """Training seed (axis)."""
+    """Training seed (axis): data order, sampling, fault draws."""
     tool_failure_rate: float = 0.0
     """Tool failure rate during training (axis)."""
     tool_latency_ms: float = 0.0
     """Tool latency during training (axis)."""
     tool_corruption_rate: float = 0.0
     """Tool corruption rate during training (axis)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """``star_lib.train.rl.RLRunConfig`` fields (``max_steps``, ``num_generations``, …)."""
+
+    def __post_init__(self) -> None:
+        supported = _rl_algorithms()
+        if self.algorithm not in supported:
+            raise ValueError(
+                f"algorithm {self.algorithm!r} is not implemented by star_lib.train.rl in this checkout "
+                f"(it runs {list(supported)}); pick one of those"
+            )
+
+
+def _rl_config_type() -> type:
+    from star_lib.train.rl import RLRunConfig
+
+    return RLRunConfig
+
+
+def _rl_algorithms() -> tuple[str, ...]:
+    """Algorithms ``RLRunConfig`` can run: its ``algorithm`` field's choices, else GRPO only."""
+    import dataclasses
+
+    try:
+        names = {f.name for f in dataclasses.fields(_rl_config_type())}
+    except ImportError:
+        return ("grpo",)
+    if "algorithm" in names:
+        from star_lib.train import rl
+
+        return tuple(getattr(rl, "ALGORITHMS", ("grpo", "dapo", "arpo")))
+    return ("grpo",)
+
+
+def run_rl_stage(cfg: RLStageConfig, inputs: Mapping[str, Path], out: Path) -> dict[str, Any]:
+    """Run RL from the SFT model on the RL prompts; the policy sees the experiment's tool faults."""
+    import dataclasses
+
+    from star_lib.train.rl import RLRunConfig, run_rl
+
+    values: dict[str, Any] = {
+        "data": str(inputs["data"]),
+        "output_dir": str(out),
+        "model_path": str(inputs["model"]),
+        "world": str(inputs["world"]),
+        "preset": cfg.model,
+        "reward": cfg.reward,
+        "curriculum_boundaries": tuple(cfg.curriculum_boundaries),
+        "faults": fault_config(cfg, seed=cfg.seed),
+        "seed": cfg.seed,
+        **cfg.options,
+    }
+    if "algorithm" in {f.name for f in dataclasses.fields(RLRunConfig)}:
+        values["algorithm"] = cfg.algorithm
+    _train(RLRunConfig(**values), out, "rl", run_rl)
+    return {}
 
 
 @dataclass(frozen=True)

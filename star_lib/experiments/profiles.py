@@ -149,6 +149,11 @@ class ClusterProfile:
             "-m", module, *args,
         ]
 
+    def launch_env(self) -> dict[str, str]:
+        """Environment a job gives its training stages (see :mod:`star_lib.experiments.launch`)."""
+        return {"STAR_LAUNCHER": self.launcher, "STAR_GPUS_PER_NODE": str(self.gpus_per_node),
+                "STAR_NODES": str(self.nodes)}
+
     def describe(self) -> str:
         """One line for logs: ``a100-8gpu: slurm a100, 1×8 GPU, 64 CPU, 900 GB, 2880 min``."""
         where = f"{self.cluster} {self.partition or ''}".strip()

@@ -141,7 +141,11 @@ def run_stages(
         config_dict = stage.config_dict(stage_config)
         key = store.key(name, stage.version, config_dict, hashes)
         info = {"config": config_dict, "inputs": hashes, "version": stage.version}
-        if _global_rank() != 0 and not stage.distributed:
+        if _global_rank() != 0:  # node > 0 of a multi-node job: join distributed stages, wait for the rest
+            if stage.distributed and store.lookup(name, key) is None:
+                from star_lib.experiments.launch import follow_launched
+
+                follow_launched(name, store.root / name / f"{key}.partial")
             outputs[name] = _wait_for(store, name, key)
         else:
             outputs[name] = store.build(name, key, _producer(stage, stage_config, inputs), info)
@@ -309,12 +313,15 @@ class RunJob(_checkpointable_base()):  # type: ignore[misc]
     stage resumes from the ``_checkpoints`` it saved in its work folder.
     """
 
-    def __init__(self, cache: str | None = None, grid: str | None = None) -> None:
+    def __init__(self, cache: str | None = None, grid: str | None = None,
+                 launch: dict[str, str] | None = None) -> None:
         self.cache = cache
         self.grid = grid
+        self.launch = dict(launch or {})
 
     def __call__(self, config: dict[str, Any], run_dir: str) -> dict[str, Any]:
         """Run the experiment; returns the :class:`RunResult` as a dict (what ``job.result()`` gives)."""
+        os.environ.update(self.launch)  # how training stages start their per-GPU processes
         result = run_experiment(ExperimentConfig.from_dict(config), run_dir, cache=self.cache, grid=self.grid)
         return {**result.__dict__, "run_dir": str(result.run_dir)}
 
@@ -375,7 +382,8 @@ def submit_grid(
         )
     submitit_dir = (folder / "_submitit").resolve()
     executor = profile.executor(submitit_dir, job_name=grid.name)
-    job_fn = RunJob(cache=str(Path(cache or Path(runs_root) / CACHE_DIRNAME).resolve()), grid=grid.name)
+    job_fn = RunJob(cache=str(Path(cache or Path(runs_root) / CACHE_DIRNAME).resolve()), grid=grid.name,
+                    launch=profile.launch_env())
     jobs = executor.map_array(job_fn, [c.to_dict() for c in todo], [str((folder / c.name).resolve()) for c in todo])
     for config, job in zip(todo, jobs):
         # job.json is the submitter's file; run.json belongs to the job (no write races between the two)

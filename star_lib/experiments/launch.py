@@ -1,0 +1,121 @@
+"""Multi-GPU / multi-node training inside a Slurm job: torchrun or accelerate around one training stage.
+
+The job (one task per node) runs the experiment; a training stage that sees a launcher in the environment
+(``STAR_LAUNCHER``, set by :class:`star_lib.experiments.runner.RunJob` from the cluster profile) writes its
+run config to JSON and starts ``python -m star_lib.experiments.launch <stage> <config.json>`` under
+torchrun/accelerate on every node, one process per GPU. Node rank and rendezvous address come from Slurm.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+LAUNCH_ENV = ("STAR_LAUNCHER", "STAR_GPUS_PER_NODE", "STAR_NODES")
+"""Environment variables a job sets for its training stages."""
+
+
+def launcher_settings(env: dict[str, str] | None = None) -> tuple[str, int, int]:
+    """``(launcher, gpus per node, nodes)`` from the environment; ``("none", 0, 1)`` outside a profile job."""
+    env = dict(os.environ if env is None else env)
+    return (
+        env.get("STAR_LAUNCHER", "none"),
+        int(env.get("STAR_GPUS_PER_NODE", "0") or 0),
+        int(env.get("STAR_NODES", "1") or 1),
+    )
+
+
+def wants_launcher(env: dict[str, str] | None = None) -> bool:
+    """True when training should run under torchrun/accelerate (a launcher and more than one GPU in all)."""
+    launcher, gpus, nodes = launcher_settings(env)
+    return launcher != "none" and gpus * nodes > 1
+
+
+def master_address(env: dict[str, str] | None = None) -> str:
+    """The first host of the job (rendezvous for torchrun/accelerate)."""
+    env = dict(os.environ if env is None else env)
+    if env.get("MASTER_ADDR"):
+        return env["MASTER_ADDR"]
+    nodelist = env.get("SLURM_JOB_NODELIST")
+    if not nodelist:
+        return "127.0.0.1"
+    try:
+        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
+                             timeout=30, check=True).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return nodelist.split(",")[0]
+    return out[0] if out else "127.0.0.1"
+
+
+def run_launched(stage: str, config: Any, out: Path) -> None:
+    """Run ``stage`` (``sft`` | ``rl``) with ``config`` under the job's launcher; raises when it fails."""
+    from star_lib.experiments.profiles import ClusterProfile
+
+    launcher, gpus, nodes = launcher_settings()
+    payload = asdict(config) if is_dataclass(config) else dict(config)
+    path = out / f"{stage}_launch.json"
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, default=_jsonable))
+    profile = ClusterProfile(name="job", cluster="slurm", nodes=nodes, gpus_per_node=max(gpus, 1),
+                             launcher=launcher)
+    env = {**os.environ, "MASTER_ADDR": master_address(), "MASTER_PORT": _master_port()}
+    command = profile.launch_command("star_lib.experiments.launch", [stage, str(path)], env)
+    subprocess.run(command, env=env, check=True)
+
+
+def follow_launched(stage: str, work: Path, poll_s: float = 5.0) -> None:
+    """On nodes > 0: wait for node 0 to write the stage's launch config, then join the same launch."""
+    from star_lib.experiments.profiles import ClusterProfile
+
+    launcher, gpus, nodes = launcher_settings()
+    path = work / f"{stage}_launch.json"
+    while not path.is_file():
+        time.sleep(poll_s)
+    profile = ClusterProfile(name="job", cluster="slurm", nodes=nodes, gpus_per_node=max(gpus, 1),
+                             launcher=launcher)
+    env = {**os.environ, "MASTER_ADDR": master_address(), "MASTER_PORT": _master_port()}
+    subprocess.run(profile.launch_command("star_lib.experiments.launch", [stage, str(path)], env), env=env,
+                   check=True)
+
+
+def _master_port() -> str:
+    """Rendezvous port, the same on every node of a job."""
+    return os.environ.get("MASTER_PORT") or str(20000 + int(os.environ.get("SLURM_JOB_ID", "0") or 0) % 20000)
+
+
+def _jsonable(value: Any) -> Any:
+    if is_dataclass(value):
+        return asdict(value)
+    if isinstance(value, Path):
+        return str(value)
+    return str(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point under torchrun/accelerate: ``python -m star_lib.experiments.launch <sft|rl> <config.json>``."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] not in ("sft", "rl"):
+        print("usage: python -m star_lib.experiments.launch <sft|rl> <config.json>", file=sys.stderr)
+        return 2
+    stage, path = args
+    values = json.loads(Path(path).read_text())
+    if stage == "sft":
+        from star_lib.train.sft import SFTRunConfig, run_sft
+
+        run_sft(SFTRunConfig(**values))
+    else:
+        from star_lib.train.rl import RLRunConfig, run_rl
+
+        values["curriculum_boundaries"] = tuple(values.get("curriculum_boundaries") or (1 / 3, 2 / 3))
+        run_rl(RLRunConfig(**values))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
