@@ -1,1 +1,71 @@
-"""star_lib.agent."""
+"""The agent runtime: ReAct protocol, travel environment, lockstep episode runner, policies, teachers.
+
+>>> from star_lib.agent import ExpertPolicy, RolloutConfig, run_episodes  # doctest: +SKIP
+>>> episodes = run_episodes(ExpertPolicy(), queries, world, RolloutConfig())  # doctest: +SKIP
+
+Heavy libraries (torch, transformers, openai, vllm) load only when a backend is built.
+"""
+
+from star_lib.agent.chat import ChatRenderer, TokenTrace
+from star_lib.agent.config import RolloutConfig
+from star_lib.agent.env import Episode, TravelEnv
+from star_lib.agent.expert import ExpertPolicy, plan_steps
+from star_lib.agent.policies import (
+    Conversation,
+    Generation,
+    OpenAIConfig,
+    OpenAIPolicy,
+    Policy,
+    SamplingParams,
+    TransformersPolicy,
+    VLLMPolicy,
+)
+from star_lib.agent.protocol import (
+    CONTEXT_LIMIT_PROMPT,
+    FinalAnswer,
+    FormatError,
+    format_answer,
+    format_tool_call,
+    parse_turn,
+    system_prompt,
+    user_prompt,
+)
+from star_lib.agent.rollout import RolloutStats, episode_row, episodes_frame, run_episodes, trl_rollout_output
+from star_lib.agent.serve import ChatServer
+from star_lib.agent.teacher import TeacherStats, build_sft_dataset, keep_episode, sft_record
+
+__all__ = [
+    "CONTEXT_LIMIT_PROMPT",
+    "ChatRenderer",
+    "ChatServer",
+    "Conversation",
+    "Episode",
+    "ExpertPolicy",
+    "FinalAnswer",
+    "FormatError",
+    "Generation",
+    "OpenAIConfig",
+    "OpenAIPolicy",
+    "Policy",
+    "RolloutConfig",
+    "RolloutStats",
+    "SamplingParams",
+    "TeacherStats",
+    "TokenTrace",
+    "TransformersPolicy",
+    "TravelEnv",
+    "VLLMPolicy",
+    "build_sft_dataset",
+    "episode_row",
+    "episodes_frame",
+    "format_answer",
+    "format_tool_call",
+    "keep_episode",
+    "parse_turn",
+    "plan_steps",
+    "run_episodes",
+    "sft_record",
+    "system_prompt",
+    "trl_rollout_output",
+    "user_prompt",
+]

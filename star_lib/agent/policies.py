@@ -237,6 +237,7 @@ class TransformersPolicy:
             "eos_token_id": self.stop_ids,
             "pad_token_id": self.pad_id,
             "use_cache": True,
+            "repetition_penalty": 1.0,  # override checkpoint defaults (Qwen ships 1.05)
             "return_dict_in_generate": True,
             "output_scores": True,
         }
