@@ -287,6 +287,8 @@ class VLLMPolicy:
             from transformers import AutoTokenizer
 
             tokenizer = tokenizer or AutoTokenizer.from_pretrained(llm)
+            # logprobs after temperature/top-p, as TRL's importance-sampling correction expects
+            engine_kwargs.setdefault("logprobs_mode", "processed_logprobs")
             llm = vllm.LLM(model=llm, **engine_kwargs)
         if tokenizer is None:
             tokenizer = llm.get_tokenizer()
@@ -301,17 +303,19 @@ class VLLMPolicy:
         prompts = [
             {"prompt_token_ids": c.prompt_ids or render_prompt_ids(self.tokenizer, c)} for c in conversations
         ]
-        params = self._vllm.SamplingParams(
-            n=1,
-            temperature=self.sampling.temperature,
-            top_p=self.sampling.top_p,
-            top_k=self.sampling.top_k if self.sampling.top_k > 0 else -1,
-            max_tokens=max_new_tokens,
-            stop_token_ids=self.stop_ids,
-            logprobs=0,
-            skip_special_tokens=False,
-            seed=None if self.sampling.seed is None else self.sampling.seed + self._calls,
-        )
+        options: dict[str, Any] = {
+            "n": 1,
+            "temperature": self.sampling.temperature,
+            "top_p": self.sampling.top_p,
+            "max_tokens": max_new_tokens,
+            "stop_token_ids": self.stop_ids,
+            "logprobs": 0,  # the sampled token's logprob only
+            "skip_special_tokens": False,
+            "seed": None if self.sampling.seed is None else self.sampling.seed + self._calls,
+        }
+        if self.sampling.top_k > 0:  # leave vLLM's own "off" value alone (it changed across versions)
+            options["top_k"] = self.sampling.top_k
+        params = self._vllm.SamplingParams(**options)
         self._calls += 1
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         return [self._to_generation(out.outputs[0]) for out in outputs]
