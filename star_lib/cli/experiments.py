@@ -1,4 +1,4 @@
-"""``star run CONFIG``, ``star run-grid GRID``, ``star submit GRID --cluster slurm/<profile>.yaml``, ``star status GRID``."""
+"""``star run CONFIG``, ``star run-grid GRID``, ``star submit GRID --cluster PROFILE``, ``star status``."""
 
 from __future__ import annotations
 
@@ -35,13 +35,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _grid_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("grid", help="grid YAML, or a finding name: reward|scale|data|difficulty|algorithm|noise"
-                                     " with -tiny / -paper (e.g. noise-paper)")
+    parser.add_argument(
+        "grid",
+        help="grid YAML, or a finding name: reward|scale|data|difficulty|algorithm|noise"
+        " with -tiny / -paper (e.g. noise-paper)",
+    )
     parser.add_argument("--runs", default="runs", help="runs folder (default: runs)")
     parser.add_argument("--cache", default=None, help="stage cache (default: <runs>/_stages)")
     parser.add_argument("--seeds", default=None, help="comma-separated seeds (overrides the grid's)")
-    parser.add_argument("--stages", default=None,
-                        help="comma-separated stages for every run, e.g. world,synth,teacher,eval")
+    parser.add_argument(
+        "--stages", default=None, help="comma-separated stages for every run, e.g. world,synth,teacher,eval"
+    )
 
 
 def _load_grid(args: argparse.Namespace):
@@ -62,8 +66,10 @@ def _run(args: argparse.Namespace) -> int:
     run_dir = Path(args.runs) / args.grid / config.name
     result = run_experiment(config, run_dir, cache=args.cache, force=args.force, grid=args.grid)
     reused = sum(1 for s in result.stages if s["reused"])
-    print(f"{result.status}: {run_dir} ({len(result.stages)} stages, {reused} reused, {result.wall_s:.1f} s, "
-          f"{result.gpu_hours:.3f} GPU-h)")
+    print(
+        f"{result.status}: {run_dir} ({len(result.stages)} stages, {reused} reused, {result.wall_s:.1f} s, "
+        f"{result.gpu_hours:.3f} GPU-h)"
+    )
     return 0
 
 
@@ -93,7 +99,9 @@ def _submit(args: argparse.Namespace) -> int:
             try:
                 job.result()
             except Exception as exc:  # a failed run shows in the status table below
-                print(f"  job {job.job_id} failed: {str(exc).strip().splitlines()[-1] if str(exc) else exc!r}")
+                print(
+                    f"  job {job.job_id} failed: {str(exc).strip().splitlines()[-1] if str(exc) else exc!r}"
+                )
         args.grid = str(grid_dir(args.runs, grid))
         return _status(args)
     return 0

@@ -66,7 +66,9 @@ class StageOutput:
         prefix = "" if rel in ("", ".") else rel + "/"
         entries = {k: v for k, v in manifest.items() if k.startswith(prefix)}
         if not entries:
-            raise FileNotFoundError(f"stage {self.stage} ({self.path}) has no output {rel!r}; it has {sorted(manifest)}")
+            raise FileNotFoundError(
+                f"stage {self.stage} ({self.path}) has no output {rel!r}; it has {sorted(manifest)}"
+            )
         return stable_hash(entries, length=64)
 
 
@@ -77,15 +79,15 @@ class StageStore:
         self.root = Path(root)
 
     def key(self, stage: str, version: str, config: Any, input_hashes: dict[str, str]) -> str:
-        """The content key of a stage run."""
+        """Return the content key of a stage run."""
         return stable_hash({"stage": stage, "version": version, "config": config, "inputs": input_hashes})
 
     def path(self, stage: str, key: str) -> Path:
-        """Final folder of a stage output (complete whenever it exists with its ``done`` marker)."""
+        """Return final folder of a stage output (complete whenever it exists with its ``done`` marker)."""
         return self.root / stage / key
 
     def lookup(self, stage: str, key: str) -> StageOutput | None:
-        """The finished output for ``key``, or None."""
+        """Return the finished output for ``key``, or None."""
         final = self.path(stage, key)
         if not (final / "done").is_file():
             return None
@@ -117,6 +119,7 @@ class StageStore:
             produce: Writes the stage's files into the work folder it is given; may return extra
                 information (e.g. ``{"gpus": 8}``) merged into ``stage.json``.
             info: What ``stage.json`` records (config, input hashes).
+
         """
         found = self.lookup(stage, key)
         if found is not None:
@@ -133,7 +136,7 @@ class StageStore:
             try:
                 extra = produce(work) or {}
             except BaseException:  # crash, preemption (SystemExit from submitit), Ctrl-C: keep the time spent
-                write_text_atomic(elapsed_file, f"{before + time.time() - started:.3f}")
+                write_text_atomic(elapsed_file, repr(before + time.time() - started))
                 raise
             shutil.rmtree(work / CHECKPOINT_DIR, ignore_errors=True)
             record = {

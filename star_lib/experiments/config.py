@@ -69,6 +69,7 @@ def parse_difficulty(value: Any) -> tuple[int, int, int]:
 
     Raises:
         ConfigError: naming the allowed forms.
+
     """
     text = str(value).strip().lower()
     if text in DIFFICULTY_PRESETS:
@@ -85,7 +86,7 @@ def parse_difficulty(value: Any) -> tuple[int, int, int]:
 
 
 def canonical_difficulty(value: Any) -> str:
-    """The canonical spelling of a difficulty (``'easy'`` … or ``'E:M:H'``)."""
+    """Return the canonical spelling of a difficulty (``'easy'`` … or ``'E:M:H'``)."""
     weights = parse_difficulty(value)
     for name, preset in DIFFICULTY_PRESETS.items():
         if weights == preset:
@@ -153,13 +154,19 @@ class ExperimentConfig:
         _check_choice("reward", self.reward, REWARDS)
         _check_choice("algorithm", self.algorithm, ALGORITHMS)
         self._check_boundaries()
-        if isinstance(self.rl_data_size, bool) or not isinstance(self.rl_data_size, int) or self.rl_data_size < 1:
+        if (
+            isinstance(self.rl_data_size, bool)
+            or not isinstance(self.rl_data_size, int)
+            or self.rl_data_size < 1
+        ):
             raise ConfigError(f"rl_data_size: {self.rl_data_size!r} is not allowed; give a positive integer")
         object.__setattr__(self, "difficulty", canonical_difficulty(self.difficulty))
         for key in ("tool_failure_rate", "tool_corruption_rate"):
             _check_rate(key, getattr(self, key))
-        if isinstance(self.tool_latency_ms, bool) or not isinstance(self.tool_latency_ms, (int, float)) or (
-            self.tool_latency_ms < 0
+        if (
+            isinstance(self.tool_latency_ms, bool)
+            or not isinstance(self.tool_latency_ms, (int, float))
+            or (self.tool_latency_ms < 0)
         ):
             raise ConfigError(f"tool_latency_ms: {self.tool_latency_ms!r} is not allowed; give a number >= 0")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
@@ -168,7 +175,9 @@ class ExperimentConfig:
         for stage in STAGE_NAMES:
             section = getattr(self, _stage_key(stage))
             if not isinstance(section, dict):
-                raise ConfigError(f"{_stage_key(stage)}: must be a mapping of that stage's settings, got {section!r}")
+                raise ConfigError(
+                    f"{_stage_key(stage)}: must be a mapping of that stage's settings, got {section!r}"
+                )
 
     def _check_boundaries(self) -> None:
         bounds = self.curriculum_boundaries
@@ -180,7 +189,7 @@ class ExperimentConfig:
         )
         if not ok:
             raise ConfigError(
-                f"curriculum_boundaries: {bounds!r} is not allowed; give two increasing fractions of training "
+                f"curriculum_boundaries: {bounds!r} is not allowed; give two increasing training fractions "
                 "strictly between 0 and 1, e.g. [0.3333, 0.6667]"
             )
         object.__setattr__(self, "curriculum_boundaries", (float(bounds[0]), float(bounds[1])))
@@ -188,7 +197,9 @@ class ExperimentConfig:
     def _check_stages(self) -> None:
         stages = tuple(self.stages) if isinstance(self.stages, (list, tuple)) else None
         if not stages:
-            raise ConfigError(f"stages: {self.stages!r} is not allowed; give a non-empty list from {list(STAGE_NAMES)}")
+            raise ConfigError(
+                f"stages: {self.stages!r} is not allowed; give a non-empty list from {list(STAGE_NAMES)}"
+            )
         for stage in stages:
             _check_choice("stages", stage, STAGE_NAMES)
         if len(set(stages)) != len(stages) or list(stages) != sorted(stages, key=STAGE_NAMES.index):
@@ -204,15 +215,15 @@ class ExperimentConfig:
         """Fractions of easy / medium / hard RL prompts (sum 1)."""
         weights = parse_difficulty(self.difficulty)
         total = sum(weights)
-        return {level: w / total for level, w in zip(("easy", "medium", "hard"), weights)}
+        return {level: w / total for level, w in zip(("easy", "medium", "hard"), weights, strict=True)}
 
     def section(self, stage: str) -> dict[str, Any]:
-        """The nested config section of ``stage`` (``qa-eval`` reads ``qa_eval``)."""
+        """Return the nested config section of ``stage`` (``qa-eval`` reads ``qa_eval``)."""
         _check_choice("stage", stage, STAGE_NAMES)
         return dict(getattr(self, _stage_key(stage)))
 
     def axes(self) -> dict[str, Any]:
-        """The study axes as a flat dict (the columns of the results table)."""
+        """Return the study axes as a flat dict (the columns of the results table)."""
         return {name: getattr(self, name) for name in AXES}
 
     def to_dict(self) -> dict[str, Any]:
@@ -223,12 +234,12 @@ class ExperimentConfig:
         return out
 
     def fingerprint(self) -> str:
-        """Short hash of the whole config (name excluded): two runs with equal fingerprints are the same run."""
+        """Short hash of the whole config (name excluded): equal fingerprints mean the same run."""
         payload = {k: v for k, v in self.to_dict().items() if k != "name"}
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def replace(self, **changes: Any) -> ExperimentConfig:
-        """A copy with some keys changed (validated like a loaded config)."""
+        """Return a copy with some keys changed (validated like a loaded config)."""
         data = self.to_dict()
         data.update(changes)
         return ExperimentConfig.from_dict(data)
@@ -241,6 +252,7 @@ class ExperimentConfig:
 
         Raises:
             ConfigError: an unknown key (naming the allowed keys) or a value that is not allowed.
+
         """
         if not isinstance(data, dict):
             raise ConfigError(f"an experiment config must be a mapping of keys, got {type(data).__name__}")

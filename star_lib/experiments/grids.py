@@ -76,15 +76,17 @@ class Grid:
         return len(self.runs)
 
     def run(self, name: str) -> ExperimentConfig:
-        """The run called ``name``."""
+        """Return the run called ``name``."""
         for config in self.runs:
             if config.name == name:
                 return config
         raise KeyError(f"grid {self.name} has no run {name!r}; runs: {[r.name for r in self.runs]}")
 
     def with_stages(self, stages: Sequence[str]) -> Grid:
-        """The same grid with every run's stage list replaced (e.g. to stop before ``rl``)."""
-        return Grid(self.name, tuple(r.replace(stages=list(stages)) for r in self.runs), self.axes, self.finding)
+        """Return the same grid with every run's stage list replaced (e.g. to stop before ``rl``)."""
+        return Grid(
+            self.name, tuple(r.replace(stages=list(stages)) for r in self.runs), self.axes, self.finding
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Manifest form: name, finding, axes, every run's full config."""
@@ -119,7 +121,9 @@ def _set_key(data: dict[str, Any], key: str, value: Any) -> None:
     head, _, rest = key.partition(".")
     if not rest:
         if head not in AXES and head != "stages":
-            raise ConfigError(f"grid axis {key!r} is not allowed; use one of {list(AXES)} or a '<stage>.<key>' setting")
+            raise ConfigError(
+                f"grid axis {key!r} is not allowed; use one of {list(AXES)} or a '<stage>.<key>' setting"
+            )
         data[head] = value
         return
     section = head.replace("-", "_")
@@ -152,12 +156,14 @@ def factorial(
     """Cross any subset of axes (every combination × every seed) into a grid.
 
     Example:
-        >>> g = factorial("rx", {"model": "tiny"}, {"reward": ["sum", "success"], "tool_failure_rate": [0, 0.1]})
+        >>> axes = {"reward": ["sum", "success"], "tool_failure_rate": [0, 0.1]}
+        >>> g = factorial("rx", {"model": "tiny"}, axes)
         >>> [r.name for r in g.runs][:2]
         ['rx__sum_fail=0__s0', 'rx__sum_fail=0.1__s0']
 
     Raises:
         ConfigError: an axis that does not exist or a value it does not allow (validated per run).
+
     """
     base_dict = base.to_dict() if isinstance(base, ExperimentConfig) else dict(base)
     axis_values = {key: list(values) for key, values in axes.items()}
@@ -171,10 +177,10 @@ def factorial(
     for combo in itertools.product(*axis_values.values()):
         for seed in seeds:
             data = copy.deepcopy(base_dict)
-            for key, value in zip(axis_values, combo):
+            for key, value in zip(axis_values, combo, strict=True):
                 _set_key(data, key, value)
             data["seed"] = seed
-            label = "_".join(_label(k, v) for k, v in zip(axis_values, combo)) or "base"
+            label = "_".join(_label(k, v) for k, v in zip(axis_values, combo, strict=True)) or "base"
             data["name"] = f"{name}__{label}__s{seed}"
             runs.append(ExperimentConfig.from_dict(data))
     varied = tuple(axis_values) + (("seed",) if len(seeds) > 1 else ())
@@ -185,7 +191,7 @@ def factorial(
 
 
 def base_config(scale: str) -> ExperimentConfig:
-    """The base experiment of every finding grid at ``scale`` (``tiny`` or ``paper``)."""
+    """Return the base experiment of every finding grid at ``scale`` (``tiny`` or ``paper``)."""
     if scale == "tiny":
         return ExperimentConfig.from_dict(
             {
@@ -227,9 +233,12 @@ FINDINGS: dict[str, str] = {
 
 
 def finding_axes(finding: str, scale: str) -> dict[str, list[Any]]:
-    """The axes (and values) a finding varies at ``scale``."""
+    """Return the axes (and values) a finding varies at ``scale``."""
     table: dict[str, dict[str, list[Any]]] = {
-        "reward": {"reward": ["sum", "macro", "success", "curriculum"], "model": _models(scale, PAPER_MODELS)},
+        "reward": {
+            "reward": ["sum", "macro", "success", "curriculum"],
+            "model": _models(scale, PAPER_MODELS),
+        },
         "scale": {"model": _models(scale, PAPER_MODELS)},
         "data": {"rl_data_size": _data_sizes(scale)},
         "difficulty": {"difficulty": ["easy", "medium", "hard", "4:3:3"]},
@@ -253,7 +262,7 @@ def finding_grid(
     stages: Sequence[str] | None = None,
     base: ExperimentConfig | None = None,
 ) -> Grid:
-    """The grid reproducing one finding, named ``<finding>-<scale>``."""
+    """Return the grid reproducing one finding, named ``<finding>-<scale>``."""
     axes = finding_axes(finding, scale)
     config = base or base_config(scale)
     if stages is not None:
@@ -262,10 +271,11 @@ def finding_grid(
 
 
 def load_grid(spec: str | os.PathLike[str], seeds: Iterable[int] | None = None) -> Grid:
-    """A grid from a YAML file, or a finding name ``<finding>`` / ``<finding>-<scale>`` (e.g. ``noise-paper``).
+    """Return a grid from a YAML file, or a finding name ``<finding>[-<scale>]`` (e.g. ``noise-paper``).
 
     Raises:
         ConfigError: an unknown finding/scale or a bad grid file, naming what is allowed.
+
     """
     path = Path(spec)
     if path.suffix in (".yaml", ".yml") or path.is_file():

@@ -37,6 +37,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         ...     _ = tmp.write_text("hello")
         >>> target.read_text()
         'hello'
+
     """
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -103,6 +104,7 @@ def read_yaml(path: str | os.PathLike[str]) -> Any:
     Raises:
         FileNotFoundError: when the file does not exist.
         ValueError: when it is not valid YAML (the message names the file).
+
     """
     text = Path(path).read_text(encoding="utf-8")
     try:

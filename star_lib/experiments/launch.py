@@ -32,13 +32,13 @@ def launcher_settings(env: dict[str, str] | None = None) -> tuple[str, int, int]
 
 
 def wants_launcher(env: dict[str, str] | None = None) -> bool:
-    """True when training should run under torchrun/accelerate (a launcher and more than one GPU in all)."""
+    """Return True when training should run under torchrun/accelerate (a launcher and > 1 GPU in all)."""
     launcher, gpus, nodes = launcher_settings(env)
     return launcher != "none" and gpus * nodes > 1
 
 
 def master_address(env: dict[str, str] | None = None) -> str:
-    """The first host of the job (rendezvous for torchrun/accelerate)."""
+    """Return the first host of the job (rendezvous for torchrun/accelerate)."""
     env = dict(os.environ if env is None else env)
     if env.get("MASTER_ADDR"):
         return env["MASTER_ADDR"]
@@ -46,8 +46,13 @@ def master_address(env: dict[str, str] | None = None) -> str:
     if not nodelist:
         return "127.0.0.1"
     try:
-        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
-                             timeout=30, check=True).stdout.split()
+        out = subprocess.run(
+            ["scontrol", "show", "hostnames", nodelist],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return nodelist.split(",")[0]
     return out[0] if out else "127.0.0.1"
@@ -62,8 +67,9 @@ def run_launched(stage: str, config: Any, out: Path) -> None:
     path = out / f"{stage}_launch.json"
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, default=_jsonable))
-    profile = ClusterProfile(name="job", cluster="slurm", nodes=nodes, gpus_per_node=max(gpus, 1),
-                             launcher=launcher)
+    profile = ClusterProfile(
+        name="job", cluster="slurm", nodes=nodes, gpus_per_node=max(gpus, 1), launcher=launcher
+    )
     env = {**os.environ, "MASTER_ADDR": master_address(), "MASTER_PORT": _master_port()}
     command = profile.launch_command("star_lib.experiments.launch", [stage, str(path)], env)
     subprocess.run(command, env=env, check=True)
@@ -77,11 +83,13 @@ def follow_launched(stage: str, work: Path, poll_s: float = 5.0) -> None:
     path = work / f"{stage}_launch.json"
     while not path.is_file():
         time.sleep(poll_s)
-    profile = ClusterProfile(name="job", cluster="slurm", nodes=nodes, gpus_per_node=max(gpus, 1),
-                             launcher=launcher)
+    profile = ClusterProfile(
+        name="job", cluster="slurm", nodes=nodes, gpus_per_node=max(gpus, 1), launcher=launcher
+    )
     env = {**os.environ, "MASTER_ADDR": master_address(), "MASTER_PORT": _master_port()}
-    subprocess.run(profile.launch_command("star_lib.experiments.launch", [stage, str(path)], env), env=env,
-                   check=True)
+    subprocess.run(
+        profile.launch_command("star_lib.experiments.launch", [stage, str(path)], env), env=env, check=True
+    )
 
 
 def _master_port() -> str:
@@ -98,7 +106,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point under torchrun/accelerate: ``python -m star_lib.experiments.launch <sft|rl> <config.json>``."""
+    """Run one training stage: ``python -m star_lib.experiments.launch <sft|rl> <config.json>``."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or args[0] not in ("sft", "rl"):
         print("usage: python -m star_lib.experiments.launch <sft|rl> <config.json>", file=sys.stderr)

@@ -1,8 +1,9 @@
 """The real stages, wired to ``star_lib``: world → synth → teacher → sft → rl → eval → qa-eval.
 
-Each ``run_<stage>(config, inputs, out_dir)`` calls the stage package's own function and writes the files the
-runner gathers (``metrics.parquet`` with ``step``/``metric``/``value``; ``rollouts.parquet``; ``eval.parquet``;
-``qa.parquet``). Nothing here computes a result itself: it reads inputs, calls ``star_lib``, writes outputs.
+Each ``run_<stage>(config, inputs, out_dir)`` calls the stage package's own function and writes the files
+the runner gathers (``metrics.parquet`` with ``step``/``metric``/``value``, ``rollouts.parquet``,
+``eval.parquet``, ``qa.parquet``). Nothing here computes a result itself: it reads inputs, calls
+``star_lib``, writes outputs.
 
 What each stage reads (``inputs``) and writes:
 
@@ -44,7 +45,7 @@ from star_lib.experiments.stages import Registry, Stage
 
 
 def metrics_rows(values: Mapping[str, float], step: int | None = None) -> list[dict[str, Any]]:
-    """Final (``step=None``) or per-step metric rows from a flat dict, numeric values only."""
+    """Return final (``step=None``) or per-step metric rows from a flat dict, numeric values only."""
     return [
         {"step": step, "metric": key, "value": float(value)}
         for key, value in values.items()
@@ -78,24 +79,15 @@ def read_queries(path: Path) -> list[Any]:
     return records
 
 
-def split_file(folder: Path, split: str) -> Path:
-    """The JSONL file of ``split`` inside a synthesised data folder (``<split>.jsonl``)."""
-    path = folder / f"{split}.jsonl"
-    if not path.is_file():
-        have = sorted(p.name for p in folder.glob("*.jsonl"))
-        raise FileNotFoundError(f"{folder} has no {split}.jsonl (it has {have}); check synth's splits")
-    return path
-
-
 def load_world(folder: Path) -> Any:
-    """The world a ``world`` stage wrote."""
+    """Return the world a ``world`` stage wrote."""
     from star_lib.travel.world import World
 
     return World.from_csv_dir(folder)
 
 
 def fault_config(cfg: Any, seed: int) -> Any:
-    """The experiment's tool-fault axes as a ``FaultConfig`` (None when all are zero)."""
+    """Return the experiment's tool-fault axes as a ``FaultConfig`` (None when all are zero)."""
     if not (cfg.tool_failure_rate or cfg.tool_latency_ms or cfg.tool_corruption_rate):
         return None
     from star_lib.travel.faults import FaultConfig
@@ -122,6 +114,7 @@ def run_chunks(
 
     Returns:
         The frames in order, and the log of which process computed which chunk (for ``stage.json``).
+
     """
     import polars as pl
 
@@ -138,10 +131,15 @@ def run_chunks(
         write_parquet_atomic(path, frame)
         with open(log_path, "a", encoding="utf-8") as log:
             restart = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
-            log.write(json.dumps({"start": start, "restart": restart, "pid": os.getpid(), "t": time.time()}) + "\n")
+            log.write(
+                json.dumps({"start": start, "restart": restart, "pid": os.getpid(), "t": time.time()}) + "\n"
+            )
         frames.append(frame)
-    entries = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()] if (
-        log_path.is_file()) else []
+    entries = (
+        [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+        if (log_path.is_file())
+        else []
+    )
     return frames, entries
 
 
@@ -177,8 +175,10 @@ def run_world(cfg: WorldStageConfig, inputs: Mapping[str, Path], out: Path) -> d
     """Build or load the world and write it as official CSVs under ``db/``."""
     from star_lib.travel.world import World
 
-    world = World.synthetic(seed=cfg.data_seed, scale=cfg.scale) if cfg.source == "synthetic" else (
-        World.from_csv_dir(cfg.csv_dir)
+    world = (
+        World.synthetic(seed=cfg.data_seed, scale=cfg.scale)
+        if cfg.source == "synthetic"
+        else (World.from_csv_dir(cfg.csv_dir))
     )
     world.to_csv_dir(out / "db")
     summary = world.summary()
@@ -228,9 +228,13 @@ def run_synth(cfg: SynthStageConfig, inputs: Mapping[str, Path], out: Path) -> d
     write_dataset(base, out / "base")
     rl_options = {**cfg.options, "splits": (1.0, 0.0, 0.0)}
     rl_mix = ":".join(str(w) for w in parse_difficulty(cfg.difficulty))
-    rl = synthesize(world, _synth_config(n=cfg.rl_data_size, mix=rl_mix, seed=cfg.data_seed + 7919, **rl_options))
+    rl = synthesize(
+        world, _synth_config(n=cfg.rl_data_size, mix=rl_mix, seed=cfg.data_seed + 7919, **rl_options)
+    )
     write_dataset(rl, out / "rl")
-    rows = metrics_rows({"synth/base_records": _count_lines(out / "base"), "synth/rl_records": _count_lines(out / "rl")})
+    rows = metrics_rows(
+        {"synth/base_records": _count_lines(out / "base"), "synth/rl_records": _count_lines(out / "rl")}
+    )
     write_metrics(out, rows)
     return {}
 
@@ -278,7 +282,11 @@ def run_teacher(cfg: TeacherStageConfig, inputs: Mapping[str, Path], out: Path) 
     world = load_world(inputs["world"])
     queries = read_queries(inputs["data"])[: cfg.max_records]
     stats = build_sft_dataset(
-        ExpertPolicy(seed=cfg.teacher_seed), queries, world, out, _rollout_config(**{"reward": "none", **cfg.options})
+        ExpertPolicy(seed=cfg.teacher_seed),
+        queries,
+        world,
+        out,
+        _rollout_config(**{"reward": "none", **cfg.options}),
     )
     if (out / "episodes.parquet").is_file():
         os.replace(out / "episodes.parquet", out / "rollouts.parquet")
@@ -320,7 +328,7 @@ class EvalStageConfig:
 
 
 def _policy(inputs: Mapping[str, Path]) -> tuple[Any, str]:
-    """The policy to evaluate: the trained model when there is one, else the expert teacher."""
+    """Return the policy to evaluate: the trained model when there is one, else the expert teacher."""
     if "model" in inputs:
         from star_lib.agent.policies import TransformersPolicy
 
@@ -341,7 +349,7 @@ def _reward_fn(cfg: EvalStageConfig) -> Callable[[Any, bool], float]:
 
 
 def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dict[str, Any]:
-    """Run the policy on the held-out queries in checkpointed chunks; write eval/rollout tables and metrics."""
+    """Run the policy on held-out queries in checkpointed chunks; write eval/rollout tables and metrics."""
     import polars as pl
 
     from star_lib.agent.rollout import episodes_frame, run_episodes
@@ -369,17 +377,20 @@ def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dic
         reports[row[0]] = _report_from_json(row[1])
     metrics = compute_metrics(queries, [reports.get(i) for i in range(len(queries))])
     rows = metrics_rows({f"eval/{k}": v for k, v in metrics.items()})
-    rows += metrics_rows({"reward/mean": float(episodes["run_reward"].mean() or 0.0) if episodes.height else 0.0})
+    rows += metrics_rows(
+        {"reward/mean": float(episodes["run_reward"].mean() or 0.0) if episodes.height else 0.0}
+    )
     write_metrics(out, rows)
     eval_cols = [c for c in episodes.columns if c not in ("report",)]
     write_parquet_atomic(out / "eval.parquet", episodes.select(eval_cols))
-    write_parquet_atomic(out / "rollouts.parquet", episodes.select(eval_cols).with_columns(
-        pl.lit(policy_kind).alias("policy")))
+    write_parquet_atomic(
+        out / "rollouts.parquet", episodes.select(eval_cols).with_columns(pl.lit(policy_kind).alias("policy"))
+    )
     return {"chunk_log": chunk_log, "policy": policy_kind}
 
 
 def _report_json(report: Any) -> str | None:
-    """An evaluation report as JSON (to checkpoint it with its chunk)."""
+    """Return an evaluation report as JSON (to checkpoint it with its chunk)."""
     if report is None:
         return None
     from dataclasses import asdict
@@ -424,22 +435,27 @@ def _sft_config_type() -> type:
 
 
 def run_sft_stage(cfg: SFTStageConfig, inputs: Mapping[str, Path], out: Path) -> dict[str, Any]:
-    """Run SFT into ``out`` (under torchrun/accelerate when the job has several GPUs); resumes from the newest
-    checkpoint a preempted job left there."""
+    """Run SFT into ``out``, resuming from the newest checkpoint a preempted job left there.
+
+    Under torchrun/accelerate when the job holds several GPUs (see :mod:`star_lib.experiments.launch`).
+    """
     from star_lib.train.sft import SFTRunConfig, run_sft
 
     checkpoints = sorted((out / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
     values = {"progress": False, **cfg.options}
     run_cfg = SFTRunConfig(
-        data=str(_sft_rows_with_tool_lists(inputs["sft_data"], out)), output_dir=str(out), preset=cfg.model,
-        resume_from_checkpoint=str(checkpoints[-1]) if checkpoints else None, **values,
+        data=str(_sft_rows_with_tool_lists(inputs["sft_data"], out)),
+        output_dir=str(out),
+        preset=cfg.model,
+        resume_from_checkpoint=str(checkpoints[-1]) if checkpoints else None,
+        **values,
     )
     _train(run_cfg, out, "sft", run_sft)
     return {}
 
 
 def _sft_rows_with_tool_lists(path: Path, out: Path) -> Path:
-    """The teacher's SFT rows with ``tools`` as a list of schemas.
+    """Return the teacher's SFT rows with ``tools`` as a list of schemas.
 
     ``star_lib.agent.teacher`` writes ``tools`` as a JSON string while ``star_lib.train.sft`` reads a list;
     until the two agree, this decodes the string form (rows already holding a list pass unchanged).
@@ -479,7 +495,9 @@ def _train(run_cfg: Any, out: Path, stage: str, run_fn: Callable[[Any], Any]) ->
     steps = [r["step"] for r in rows if r["step"] is not None]
     last = {r["metric"]: r["value"] for r in rows}  # the last logged value of each metric
     rows += metrics_rows({f"{stage}/steps": max(steps) if steps else 0})
-    rows += metrics_rows({f"{stage}/final/{k}": v for k, v in last.items() if not k.startswith(("time/", "stage"))})
+    rows += metrics_rows(
+        {f"{stage}/final/{k}": v for k, v in last.items() if not k.startswith(("time/", "stage"))}
+    )
     if log_path.is_file():
         os.replace(log_path, out / "train_log.parquet")
     write_metrics(out, rows)
@@ -496,7 +514,9 @@ def _training_rows(logged: Any) -> list[dict[str, Any]]:
             if key in ("step", "stage") or not isinstance(value, (int, float)) or isinstance(value, bool):
                 continue
             if value == value:  # drop NaN
-                rows.append({"step": int(step) if step is not None else None, "metric": key, "value": float(value)})
+                rows.append(
+                    {"step": int(step) if step is not None else None, "metric": key, "value": float(value)}
+                )
     return rows
 
 
@@ -513,55 +533,105 @@ def _eval_inputs(stages: tuple[str, ...]) -> dict[str, tuple[str, str]]:
 
 
 def build_registry() -> Registry:
-    """The registry of every stage wired to ``star_lib`` (unavailable ones say what is missing)."""
+    """Return the registry of every stage wired to ``star_lib`` (unavailable ones say what is missing)."""
     registry = Registry()
     registry.add(Stage("world", run_world, WorldStageConfig, requires=("star_lib.travel.world:World",)))
-    registry.add(Stage(
-        "synth", run_synth, SynthStageConfig,
-        inputs=lambda stages: {"world": ("world", "db")},
-        requires=("star_lib.synth:synthesize", "star_lib.synth:write_dataset"),
-        options_type=lambda: __import__("star_lib.synth.config", fromlist=["SynthConfig"]).SynthConfig,
-        options_fixed=("n", "mix", "seed"),
-    ))
-    registry.add(Stage(
-        "teacher", run_teacher, TeacherStageConfig,
-        inputs=lambda stages: {"world": ("world", "db"), "data": ("synth", "base/train.jsonl")},
-        requires=("star_lib.agent.teacher:build_sft_dataset", "star_lib.agent.expert:ExpertPolicy"),
-        options_type=lambda: __import__("star_lib.agent.config", fromlist=["RolloutConfig"]).RolloutConfig,
-    ))
-    registry.add(Stage(
-        "sft", run_sft_stage, SFTStageConfig,
-        inputs=lambda stages: {"sft_data": ("teacher", "train.jsonl")},
-        requires=("star_lib.train.sft:run_sft",),
-        uses_gpu=True,
-        distributed=True,
-        options_type=_sft_config_type,
-        options_fixed=("data", "output_dir", "preset", "resume_from_checkpoint"),
-        options_required={"data": "-", "output_dir": "-"},
-    ))
-    registry.add(Stage(
-        "rl", run_rl_stage, RLStageConfig,
-        inputs=lambda stages: {"world": ("world", "db"), "data": ("synth", "rl/train.jsonl"),
-                               "model": ("sft", "model")},
-        requires=("star_lib.train.rl:run_rl",),
-        uses_gpu=True,
-        distributed=True,
-        options_type=_rl_config_type,
-        options_fixed=("data", "output_dir", "model_path", "world", "preset", "reward", "curriculum_boundaries",
-                       "faults", "seed", "algorithm"),
-        options_required={"data": "-", "output_dir": "-", "model_path": "-"},
-    ))
-    registry.add(Stage(
-        "eval", run_eval, EvalStageConfig,
-        inputs=_eval_inputs,
-        requires=("star_lib.agent.rollout:run_episodes", "star_lib.agent.expert:ExpertPolicy",
-                  "star_lib.travel.metrics:compute_metrics"),
-        uses_gpu=True,
-        options_type=lambda: __import__("star_lib.agent.config", fromlist=["RolloutConfig"]).RolloutConfig,
-        options_fixed=("seed",),
-    ))
-    registry.add(Stage("qa-eval", _not_wired("qa-eval"), QAStageConfig,
-                       requires=("star_lib.experiments.pipeline:run_qa_eval",), uses_gpu=True))
+    registry.add(
+        Stage(
+            "synth",
+            run_synth,
+            SynthStageConfig,
+            inputs=lambda stages: {"world": ("world", "db")},
+            requires=("star_lib.synth:synthesize", "star_lib.synth:write_dataset"),
+            options_type=lambda: __import__("star_lib.synth.config", fromlist=["SynthConfig"]).SynthConfig,
+            options_fixed=("n", "mix", "seed"),
+        )
+    )
+    registry.add(
+        Stage(
+            "teacher",
+            run_teacher,
+            TeacherStageConfig,
+            inputs=lambda stages: {"world": ("world", "db"), "data": ("synth", "base/train.jsonl")},
+            requires=("star_lib.agent.teacher:build_sft_dataset", "star_lib.agent.expert:ExpertPolicy"),
+            options_type=lambda: (
+                __import__("star_lib.agent.config", fromlist=["RolloutConfig"]).RolloutConfig
+            ),
+        )
+    )
+    registry.add(
+        Stage(
+            "sft",
+            run_sft_stage,
+            SFTStageConfig,
+            inputs=lambda stages: {"sft_data": ("teacher", "train.jsonl")},
+            requires=("star_lib.train.sft:run_sft",),
+            uses_gpu=True,
+            distributed=True,
+            options_type=_sft_config_type,
+            options_fixed=("data", "output_dir", "preset", "resume_from_checkpoint"),
+            options_required={"data": "-", "output_dir": "-"},
+        )
+    )
+    registry.add(
+        Stage(
+            "rl",
+            run_rl_stage,
+            RLStageConfig,
+            inputs=lambda stages: {
+                "world": ("world", "db"),
+                "data": ("synth", "rl/train.jsonl"),
+                "model": ("sft", "model"),
+            },
+            requires=("star_lib.train.rl:run_rl",),
+            uses_gpu=True,
+            distributed=True,
+            options_type=_rl_config_type,
+            options_fixed=(
+                "data",
+                "output_dir",
+                "model_path",
+                "world",
+                "preset",
+                "reward",
+                "curriculum_boundaries",
+                "faults",
+                "seed",
+                "algorithm",
+            ),
+            options_required={"data": "-", "output_dir": "-", "model_path": "-"},
+        )
+    )
+    registry.add(
+        Stage(
+            "eval",
+            run_eval,
+            EvalStageConfig,
+            inputs=_eval_inputs,
+            requires=(
+                "star_lib.agent.rollout:run_episodes",
+                "star_lib.agent.expert:ExpertPolicy",
+                "star_lib.travel.metrics:compute_metrics",
+            ),
+            uses_gpu=True,
+            options_type=lambda: (
+                __import__("star_lib.agent.config", fromlist=["RolloutConfig"]).RolloutConfig
+            ),
+            options_fixed=("seed",),
+        )
+    )
+    registry.add(
+        Stage(
+            "qa-eval",
+            run_qa_eval,
+            QAStageConfig,
+            inputs=_qa_inputs,
+            requires=("star_lib.qa.evaluate:evaluate_qa",),
+            uses_gpu=True,
+            options_type=lambda: __import__("star_lib.qa.evaluate", fromlist=["QAEvalConfig"]).QAEvalConfig,
+            options_fixed=("seed",),
+        )
+    )
     return registry
 
 
@@ -642,16 +712,75 @@ def run_rl_stage(cfg: RLStageConfig, inputs: Mapping[str, Path], out: Path) -> d
     return {}
 
 
+QA_POLICIES: tuple[str, ...] = ("model", "baseline")
+
+
 @dataclass(frozen=True)
 class QAStageConfig:
-    """Out-of-domain QA evaluation — wired once the stage's runner lands."""
+    """Out-of-domain QA (Search-R1 protocol) with the trained model (``star_lib.qa.evaluate``)."""
 
     seed: int = 0
-    """Sampling seed (axis)."""
+    """Seed of the per-set question sample (axis)."""
+    data_dir: str | None = None
+    """Folder of the QA test sets (``nq.jsonl``, ``hotpotqa.jsonl``, … or FlashRAG layout)."""
+    corpus: str | None = None
+    """Passage corpus (JSONL/TSV) the Search tool retrieves from."""
+    retriever: str = "bm25"
+    """``bm25`` (local, offline) or ``dense``."""
+    policy: str = "model"
+    """``model``: the latest trained model (rl, else sft); ``baseline``: the programmatic search baseline."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """``star_lib.qa.evaluate.QAEvalConfig`` fields (``datasets``, ``limit``, ``top_k``, ``max_turns``, …)."""
+
+    def __post_init__(self) -> None:
+        if self.policy not in QA_POLICIES:
+            raise ValueError(f"policy {self.policy!r} is not allowed; choose one of {list(QA_POLICIES)}")
+        if not self.data_dir or not self.corpus:
+            raise ValueError(
+                "qa-eval needs data_dir (QA test sets) and corpus (passages for the Search tool)"
+            )
 
 
-def _not_wired(name: str) -> Callable[[Any, Mapping[str, Path], Path], None]:
-    def run(cfg: Any, inputs: Mapping[str, Path], out: Path) -> None:
-        raise ConfigError(f"stage {name!r} is not wired to star_lib in this checkout")
+def _qa_config(**values: Any) -> Any:
+    from star_lib.qa.evaluate import QAEvalConfig
 
-    return run
+    if isinstance(values.get("datasets"), list):
+        values["datasets"] = tuple(values["datasets"])
+    return QAEvalConfig(**values)
+
+
+def run_qa_eval(cfg: QAStageConfig, inputs: Mapping[str, Path], out: Path) -> dict[str, Any]:
+    """Run the OOD QA sets with the trained model (or the baseline); write ``qa.parquet`` and metrics."""
+    from star_lib.qa.evaluate import evaluate_qa
+
+    if cfg.policy == "model":
+        if "model" not in inputs:
+            raise ConfigError("qa-eval with policy 'model' needs a trained model: add sft or rl to stages")
+        from star_lib.agent.policies import TransformersPolicy
+
+        policy: Any = TransformersPolicy.from_pretrained(str(inputs["model"]))
+    else:
+        from star_lib.qa.baseline import BaselineAgent
+
+        policy = BaselineAgent()
+    results, summary = evaluate_qa(
+        policy,
+        cfg.data_dir,
+        cfg.corpus,
+        _qa_config(**{**cfg.options, "seed": cfg.seed}),
+        retriever=cfg.retriever,
+        cache_dir=out / CHECKPOINT_DIR / "index",
+        model=cfg.policy,
+    )
+    write_parquet_atomic(out / "qa.parquet", results)
+    rows = [{"step": None, "metric": f"qa/{d}/{m}", "value": v} for d, m, v in summary.iter_rows() if v == v]
+    write_metrics(out, rows)
+    return {}
+
+
+def _qa_inputs(stages: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    if "rl" in stages:
+        return {"model": ("rl", "model")}
+    if "sft" in stages:
+        return {"model": ("sft", "model")}
+    return {}

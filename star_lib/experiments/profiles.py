@@ -68,7 +68,11 @@ class ClusterProfile:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{key}: {value!r} is not allowed; give an integer >= 1")
-        if isinstance(self.gpus_per_node, bool) or not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 0:
+        if (
+            isinstance(self.gpus_per_node, bool)
+            or not isinstance(self.gpus_per_node, int)
+            or self.gpus_per_node < 0
+        ):
             raise ConfigError(f"gpus_per_node: {self.gpus_per_node!r} is not allowed; give an integer >= 0")
         if self.nodes > 1 and self.launcher == "none":
             raise ConfigError("launcher: a multi-node profile needs launcher torchrun or accelerate")
@@ -92,7 +96,7 @@ class ClusterProfile:
         return out
 
     def executor_parameters(self, job_name: str) -> dict[str, Any]:
-        """The parameters given to ``submitit.AutoExecutor.update_parameters``."""
+        """Return the parameters given to ``submitit.AutoExecutor.update_parameters``."""
         params: dict[str, Any] = {
             "name": job_name,
             "timeout_min": self.timeout_min,
@@ -105,8 +109,11 @@ class ClusterProfile:
             params["gpus_per_node"] = self.gpus_per_node
         if self.cluster == "slurm":
             params["slurm_array_parallelism"] = self.array_parallelism
-            for key, value in (("slurm_partition", self.partition), ("slurm_account", self.account),
-                               ("slurm_qos", self.qos)):
+            for key, value in (
+                ("slurm_partition", self.partition),
+                ("slurm_account", self.account),
+                ("slurm_qos", self.qos),
+            ):
                 if value:
                     params[key] = value
             if self.setup:
@@ -116,7 +123,7 @@ class ClusterProfile:
         return params
 
     def executor(self, folder: str | os.PathLike[str], job_name: str = "star") -> Any:
-        """A configured ``submitit.AutoExecutor`` writing its logs under ``folder``."""
+        """Return a configured ``submitit.AutoExecutor`` writing its logs under ``folder``."""
         import submitit
 
         extra = {"slurm_max_num_timeout": self.max_num_timeout} if self.cluster == "slurm" else {}
@@ -125,7 +132,7 @@ class ClusterProfile:
         return executor
 
     def launch_command(self, module: str, args: list[str], env: dict[str, str] | None = None) -> list[str]:
-        """The command a distributed stage runs on each node of the job: ``module`` under the launcher.
+        """Return the command a distributed stage runs on each node of the job: ``module`` under the launcher.
 
         Node rank, node count and the rendezvous host come from Slurm's variables (``SLURM_NODEID``,
         ``SLURM_JOB_NUM_NODES``, the first host of ``SLURM_JOB_NODELIST`` via ``MASTER_ADDR`` when set).
@@ -140,25 +147,45 @@ class ClusterProfile:
         port = env.get("MASTER_PORT", "29500")
         if self.launcher == "torchrun":
             return [
-                "torchrun", f"--nnodes={nodes}", f"--nproc_per_node={gpus}", f"--node_rank={rank}",
-                f"--master_addr={master}", f"--master_port={port}", "-m", module, *args,
+                "torchrun",
+                f"--nnodes={nodes}",
+                f"--nproc_per_node={gpus}",
+                f"--node_rank={rank}",
+                f"--master_addr={master}",
+                f"--master_port={port}",
+                "-m",
+                module,
+                *args,
             ]
         return [
-            "accelerate", "launch", "--multi_gpu", f"--num_machines={nodes}", f"--num_processes={nodes * gpus}",
-            f"--machine_rank={rank}", f"--main_process_ip={master}", f"--main_process_port={port}",
-            "-m", module, *args,
+            "accelerate",
+            "launch",
+            "--multi_gpu",
+            f"--num_machines={nodes}",
+            f"--num_processes={nodes * gpus}",
+            f"--machine_rank={rank}",
+            f"--main_process_ip={master}",
+            f"--main_process_port={port}",
+            "-m",
+            module,
+            *args,
         ]
 
     def launch_env(self) -> dict[str, str]:
         """Environment a job gives its training stages (see :mod:`star_lib.experiments.launch`)."""
-        return {"STAR_LAUNCHER": self.launcher, "STAR_GPUS_PER_NODE": str(self.gpus_per_node),
-                "STAR_NODES": str(self.nodes)}
+        return {
+            "STAR_LAUNCHER": self.launcher,
+            "STAR_GPUS_PER_NODE": str(self.gpus_per_node),
+            "STAR_NODES": str(self.nodes),
+        }
 
     def describe(self) -> str:
         """One line for logs: ``a100-8gpu: slurm a100, 1×8 GPU, 64 CPU, 900 GB, 2880 min``."""
         where = f"{self.cluster} {self.partition or ''}".strip()
-        return (f"{self.name}: {where}, {self.nodes}×{self.gpus_per_node} GPU, {self.cpus_per_task} CPU, "
-                f"{self.mem_gb:g} GB, {self.timeout_min} min, launcher {self.launcher}")
+        return (
+            f"{self.name}: {where}, {self.nodes}×{self.gpus_per_node} GPU, {self.cpus_per_task} CPU, "
+            f"{self.mem_gb:g} GB, {self.timeout_min} min, launcher {self.launcher}"
+        )
 
 
 def load_profile(path: str | os.PathLike[str]) -> ClusterProfile:
@@ -175,5 +202,5 @@ def load_profile(path: str | os.PathLike[str]) -> ClusterProfile:
 
 
 def shell_join(command: list[str]) -> str:
-    """A command list as one shell-quoted line."""
+    """Return a command list as one shell-quoted line."""
     return shlex.join(command)

@@ -59,9 +59,11 @@ class Results:
 
     frame: pl.DataFrame
     """One row per run × final metric (see :data:`SCHEMA`)."""
-    problems: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema={"grid": pl.String, "run": pl.String,
-                                                                                 "status": pl.String,
-                                                                                 "error": pl.String}))
+    problems: pl.DataFrame = field(
+        default_factory=lambda: pl.DataFrame(
+            schema={"grid": pl.String, "run": pl.String, "status": pl.String, "error": pl.String}
+        )
+    )
     """Runs that are pending, running, failed, or whose files could not be read."""
 
     @property
@@ -92,7 +94,9 @@ def _grid_finding(grid_folder: Path) -> str | None:
     return None
 
 
-def _run_rows(run_dir: Path, grid: str, finding: str | None) -> tuple[pl.DataFrame | None, dict[str, Any] | None]:
+def _run_rows(
+    run_dir: Path, grid: str, finding: str | None
+) -> tuple[pl.DataFrame | None, dict[str, Any] | None]:
     """Metric rows of one finished run, or a problem row."""
     record = read_run_record(run_dir) or {}
     status = record.get("status", "pending")
@@ -106,8 +110,14 @@ def _run_rows(run_dir: Path, grid: str, finding: str | None) -> tuple[pl.DataFra
         return None, {**problem, "status": "unreadable", "error": f"{type(exc).__name__}: {exc}"}
     final = metrics.filter(pl.col("step").is_null()) if "step" in metrics.columns else metrics
     constants = {
-        "source": "ours", "grid": grid, "run": run_dir.name, "finding": finding, "status": status,
-        **_axis_values(config), "relation": "=", "note": None,
+        "source": "ours",
+        "grid": grid,
+        "run": run_dir.name,
+        "finding": finding,
+        "status": status,
+        **_axis_values(config),
+        "relation": "=",
+        "note": None,
     }
     frame = final.select("stage", "metric", "value").with_columns(
         [pl.lit(v, dtype=SCHEMA[k]).alias(k) for k, v in constants.items()]
@@ -121,12 +131,15 @@ def load_results(root: str | os.PathLike[str] = "runs", grids: list[str] | None 
     Args:
         root: The runs folder, or a single grid folder (one holding ``grid.yaml``).
         grids: Only these grid names.
+
     """
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"no runs folder {root}")
-    grid_folders = [root] if (root / "grid.yaml").is_file() else sorted(
-        p for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))
+    grid_folders = (
+        [root]
+        if (root / "grid.yaml").is_file()
+        else sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
     )
     frames: list[pl.DataFrame] = []
     problems: list[dict[str, Any]] = []
@@ -134,7 +147,9 @@ def load_results(root: str | os.PathLike[str] = "runs", grids: list[str] | None 
         if grids is not None and grid_folder.name not in grids:
             continue
         finding = _grid_finding(grid_folder)
-        for run_dir in sorted(p for p in grid_folder.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
+        for run_dir in sorted(
+            p for p in grid_folder.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))
+        ):
             if not (run_dir / "config.yaml").is_file():
                 continue
             frame, problem = _run_rows(run_dir, grid_folder.name, finding)
@@ -143,8 +158,9 @@ def load_results(root: str | os.PathLike[str] = "runs", grids: list[str] | None 
             if problem is not None:
                 problems.append(problem)
     frame = pl.concat(frames, how="vertical") if frames else pl.DataFrame(schema=SCHEMA)
-    problem_frame = pl.DataFrame(problems, schema={"grid": pl.String, "run": pl.String, "status": pl.String,
-                                                   "error": pl.String})
+    problem_frame = pl.DataFrame(
+        problems, schema={"grid": pl.String, "run": pl.String, "status": pl.String, "error": pl.String}
+    )
     return Results(frame, problem_frame)
 
 
@@ -154,13 +170,36 @@ _P = "paper"
 _REFERENCE: list[dict[str, Any]] = [
     # finding, model, reward, algorithm, rl_data_size, difficulty, failure, metric, value(%), relation, note
     {"finding": "reward", "model": "qwen2.5-7b", "reward": "sum", "metric": "eval/final_pass", "value": 62.8},
-    {"finding": "reward", "model": "qwen2.5-1.5b", "reward": "curriculum", "metric": "eval/final_pass",
-     "value": 34.9},
-    {"finding": "reward", "model": "qwen2.5-1.5b", "reward": "sum", "metric": "eval/final_pass", "value": 33.1},
-    {"finding": "baseline", "model": "qwen2.5-1.5b", "stage": "sft", "metric": "eval/final_pass", "value": 6.9,
-     "note": "SFT only (no RL)"},
-    {"finding": "baseline", "run": "Kimi-K2.5", "metric": "eval/final_pass", "value": 15.0, "relation": "<",
-     "note": "Kimi-K2.5 (frontier model, prompted)"},
+    {
+        "finding": "reward",
+        "model": "qwen2.5-1.5b",
+        "reward": "curriculum",
+        "metric": "eval/final_pass",
+        "value": 34.9,
+    },
+    {
+        "finding": "reward",
+        "model": "qwen2.5-1.5b",
+        "reward": "sum",
+        "metric": "eval/final_pass",
+        "value": 33.1,
+    },
+    {
+        "finding": "baseline",
+        "model": "qwen2.5-1.5b",
+        "stage": "sft",
+        "metric": "eval/final_pass",
+        "value": 6.9,
+        "note": "SFT only (no RL)",
+    },
+    {
+        "finding": "baseline",
+        "run": "Kimi-K2.5",
+        "metric": "eval/final_pass",
+        "value": 15.0,
+        "relation": "<",
+        "note": "Kimi-K2.5 (frontier model, prompted)",
+    },
     {"finding": "data", "rl_data_size": 100, "metric": "eval/final_pass", "value": 37.5},
     {"finding": "data", "rl_data_size": 1000, "metric": "eval/final_pass", "value": 49.9},
     {"finding": "data", "rl_data_size": 1000, "metric": "qa/average/em", "value": 35.0, "note": "avg OOD"},
@@ -168,40 +207,131 @@ _REFERENCE: list[dict[str, Any]] = [
     {"finding": "data", "rl_data_size": 2000, "metric": "qa/average/em", "value": 32.2, "note": "avg OOD"},
     {"finding": "difficulty", "difficulty": "easy", "metric": "eval/cs_macro", "value": 79.7},
     {"finding": "difficulty", "difficulty": "4:3:3", "metric": "eval/final_pass", "value": 49.9},
-    {"finding": "difficulty", "difficulty": "hard", "metric": "eval/final_pass", "value": None,
-     "note": "hard-only training collapses"},
-    {"finding": "algorithm", "model": "qwen2.5-1.5b", "algorithm": "arpo", "metric": "eval/final_pass",
-     "value": 37.5},
-    {"finding": "algorithm", "model": "qwen2.5-1.5b", "algorithm": "dapo", "metric": "eval/final_pass",
-     "value": 36.9},
-    {"finding": "algorithm", "model": "qwen2.5-1.5b", "algorithm": "grpo", "metric": "eval/final_pass",
-     "value": 30.1},
-    {"finding": "algorithm", "model": "qwen2.5-7b", "algorithm": "grpo", "metric": "eval/final_pass", "value": 62.8},
-    {"finding": "algorithm", "model": "qwen2.5-7b", "algorithm": "dapo", "metric": "eval/final_pass", "value": 58.4},
-    {"finding": "algorithm", "model": "qwen2.5-7b", "algorithm": "arpo", "metric": "eval/final_pass", "value": 58.3},
-    {"finding": "algorithm", "model": "qwen2.5-1.5b", "algorithm": "grpo", "metric": "cost/gpu_hours",
-     "value": 164.0, "unit": "h"},
-    {"finding": "algorithm", "model": "qwen2.5-7b", "algorithm": "arpo", "metric": "cost/gpu_hours",
-     "value": 547.0, "unit": "h"},
+    {
+        "finding": "difficulty",
+        "difficulty": "hard",
+        "metric": "eval/final_pass",
+        "value": None,
+        "note": "hard-only training collapses",
+    },
+    {
+        "finding": "algorithm",
+        "model": "qwen2.5-1.5b",
+        "algorithm": "arpo",
+        "metric": "eval/final_pass",
+        "value": 37.5,
+    },
+    {
+        "finding": "algorithm",
+        "model": "qwen2.5-1.5b",
+        "algorithm": "dapo",
+        "metric": "eval/final_pass",
+        "value": 36.9,
+    },
+    {
+        "finding": "algorithm",
+        "model": "qwen2.5-1.5b",
+        "algorithm": "grpo",
+        "metric": "eval/final_pass",
+        "value": 30.1,
+    },
+    {
+        "finding": "algorithm",
+        "model": "qwen2.5-7b",
+        "algorithm": "grpo",
+        "metric": "eval/final_pass",
+        "value": 62.8,
+    },
+    {
+        "finding": "algorithm",
+        "model": "qwen2.5-7b",
+        "algorithm": "dapo",
+        "metric": "eval/final_pass",
+        "value": 58.4,
+    },
+    {
+        "finding": "algorithm",
+        "model": "qwen2.5-7b",
+        "algorithm": "arpo",
+        "metric": "eval/final_pass",
+        "value": 58.3,
+    },
+    {
+        "finding": "algorithm",
+        "model": "qwen2.5-1.5b",
+        "algorithm": "grpo",
+        "metric": "cost/gpu_hours",
+        "value": 164.0,
+        "unit": "h",
+    },
+    {
+        "finding": "algorithm",
+        "model": "qwen2.5-7b",
+        "algorithm": "arpo",
+        "metric": "cost/gpu_hours",
+        "value": 547.0,
+        "unit": "h",
+    },
     {"finding": "ood", "model": "qwen2.5-3b", "reward": "curriculum", "metric": "qa/nq/em", "value": 41.0},
     {"finding": "ood", "run": "Search-R1", "metric": "qa/nq/em", "value": 34.1, "note": "Search-R1 baseline"},
-    {"finding": "ood", "model": "qwen2.5-7b", "reward": "curriculum", "metric": "qa/hotpotqa/em", "value": 48.4},
-    {"finding": "ood", "run": "Search-R1", "metric": "qa/hotpotqa/em", "value": 37.0, "note": "Search-R1 baseline"},
-    {"finding": "ood", "model": "qwen2.5-7b", "reward": "macro", "metric": "qa/2wikimultihopqa/em", "value": 38.3},
-    {"finding": "ood", "run": "Search-R1", "metric": "qa/2wikimultihopqa/em", "value": 41.4,
-     "note": "Search-R1 baseline"},
+    {
+        "finding": "ood",
+        "model": "qwen2.5-7b",
+        "reward": "curriculum",
+        "metric": "qa/hotpotqa/em",
+        "value": 48.4,
+    },
+    {
+        "finding": "ood",
+        "run": "Search-R1",
+        "metric": "qa/hotpotqa/em",
+        "value": 37.0,
+        "note": "Search-R1 baseline",
+    },
+    {
+        "finding": "ood",
+        "model": "qwen2.5-7b",
+        "reward": "macro",
+        "metric": "qa/2wikimultihopqa/em",
+        "value": 38.3,
+    },
+    {
+        "finding": "ood",
+        "run": "Search-R1",
+        "metric": "qa/2wikimultihopqa/em",
+        "value": 41.4,
+        "note": "Search-R1 baseline",
+    },
     {"finding": "ood", "model": "qwen2.5-7b", "reward": "macro", "metric": "qa/bamboogle/em", "value": 52.8},
-    {"finding": "ood", "run": "Search-R1", "metric": "qa/bamboogle/em", "value": 36.8, "note": "Search-R1 baseline"},
-    {"finding": "noise", "model": "qwen2.5-3b", "tool_failure_rate": 0.05, "metric": "eval/final_pass",
-     "value": None, "note": "stable for tool failure rate <= 5 %"},
-    {"finding": "noise", "model": "qwen2.5-3b", "tool_failure_rate": 0.10, "metric": "eval/final_pass",
-     "value": None, "note": "clear drop at 10 %"},
+    {
+        "finding": "ood",
+        "run": "Search-R1",
+        "metric": "qa/bamboogle/em",
+        "value": 36.8,
+        "note": "Search-R1 baseline",
+    },
+    {
+        "finding": "noise",
+        "model": "qwen2.5-3b",
+        "tool_failure_rate": 0.05,
+        "metric": "eval/final_pass",
+        "value": None,
+        "note": "stable for tool failure rate <= 5 %",
+    },
+    {
+        "finding": "noise",
+        "model": "qwen2.5-3b",
+        "tool_failure_rate": 0.10,
+        "metric": "eval/final_pass",
+        "value": None,
+        "note": "clear drop at 10 %",
+    },
 ]
 """Spec §9, one entry per reported number (percentages; GPU-hours in hours). Unstated axes stay null."""
 
 
 def paper_reference() -> pl.DataFrame:
-    """The paper's reference figures (spec §9) as the results table with ``source = "paper"``.
+    """Return the paper's reference figures (spec §9) as the results table with ``source = "paper"``.
 
     Rates are fractions like ours (62.8 % → 0.628); qualitative statements have a null value and a note.
     OOD "accuracy" is recorded as exact match (``qa/<set>/em``), the Search-R1 protocol's metric.
@@ -213,13 +343,24 @@ def paper_reference() -> pl.DataFrame:
             value = value / 100.0
         row = {key: None for key in SCHEMA}
         row.update({k: v for k, v in entry.items() if k in SCHEMA})
-        run = entry.get("run") or "-".join(
-            str(entry[k]) for k in ("model", "reward", "algorithm", "rl_data_size", "difficulty", "tool_failure_rate")
-            if entry.get(k) is not None
-        ) or entry["finding"]
-        row.update(source=_P, grid=f"paper-{entry['finding']}", run=run, status="done", value=value,
-                   relation=entry.get("relation", "="), stage=entry.get("stage", "eval" if entry["metric"].startswith(
-                       "eval/") else None))
+        run = (
+            entry.get("run")
+            or "-".join(
+                str(entry[k])
+                for k in ("model", "reward", "algorithm", "rl_data_size", "difficulty", "tool_failure_rate")
+                if entry.get(k) is not None
+            )
+            or entry["finding"]
+        )
+        row.update(
+            source=_P,
+            grid=f"paper-{entry['finding']}",
+            run=run,
+            status="done",
+            value=value,
+            relation=entry.get("relation", "="),
+            stage=entry.get("stage", "eval" if entry["metric"].startswith("eval/") else None),
+        )
         rows.append(row)
     return pl.DataFrame(rows, schema=SCHEMA)
 
@@ -230,7 +371,7 @@ def with_reference(results: Results) -> pl.DataFrame:
 
 
 def cache_folder(root: str | os.PathLike[str] = "runs") -> Path:
-    """The stage cache under a runs folder (skipped by :func:`load_results`)."""
+    """Return the stage cache under a runs folder (skipped by :func:`load_results`)."""
     return Path(root) / CACHE_DIRNAME
 
 

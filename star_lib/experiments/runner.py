@@ -67,7 +67,7 @@ class RunResult:
 
 
 def default_cache(run_dir: Path) -> Path:
-    """The stage cache of a run folder ``<root>/<grid>/<run>``: ``<root>/_stages``."""
+    """Return the stage cache of a run folder ``<root>/<grid>/<run>``: ``<root>/_stages``."""
     return Path(run_dir).resolve().parent.parent / CACHE_DIRNAME
 
 
@@ -89,13 +89,15 @@ def update_run_record(run_dir: Path, **changes: Any) -> dict[str, Any]:
 
 
 def is_complete(config: ExperimentConfig, run_dir: str | os.PathLike[str]) -> bool:
-    """True when ``run_dir`` holds a finished run of exactly this config."""
+    """Return True when ``run_dir`` holds a finished run of exactly this config."""
     record = read_run_record(run_dir)
-    return bool(record and record.get("status") == "done" and record.get("fingerprint") == config.fingerprint())
+    return bool(
+        record and record.get("status") == "done" and record.get("fingerprint") == config.fingerprint()
+    )
 
 
 def _gpus_here() -> int:
-    """GPUs this job holds: Slurm's allocation when inside a job, else CUDA_VISIBLE_DEVICES, else torch's count."""
+    """Count the GPUs this job holds: Slurm's allocation, else CUDA_VISIBLE_DEVICES, else torch's count."""
     per_node = os.environ.get("SLURM_GPUS_ON_NODE")
     if per_node and per_node.isdigit():
         return int(per_node) * int(os.environ.get("SLURM_JOB_NUM_NODES", "1") or 1)
@@ -126,6 +128,7 @@ def run_stages(
 
     Raises:
         ConfigError: a stage is unavailable, misconfigured, or lacks an input stage.
+
     """
     resolved = registry.check(config)
     outputs: dict[str, StageOutput] = {}
@@ -188,7 +191,9 @@ def run_experiment(
     run_dir = Path(run_dir)
     if not force and is_complete(config, run_dir):
         record = read_run_record(run_dir) or {}
-        return RunResult(config.name, run_dir, "skipped", 0.0, record.get("gpu_hours", 0.0), record.get("stages", []))
+        return RunResult(
+            config.name, run_dir, "skipped", 0.0, record.get("gpu_hours", 0.0), record.get("stages", [])
+        )
     registry = registry or default_registry()
     store = StageStore(cache or default_cache(run_dir))
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -238,12 +243,14 @@ def run_experiment(
 
 
 def _last_line(exc: BaseException) -> str:
-    """The last line of an error as ``Type: message``."""
+    """Return the last line of an error as ``Type: message``."""
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     return text.splitlines()[-1] if text else type(exc).__name__
 
 
-def _assemble_outputs(run_dir: Path, outputs: Mapping[str, StageOutput], wall_s: float, gpu_hours: float) -> None:
+def _assemble_outputs(
+    run_dir: Path, outputs: Mapping[str, StageOutput], wall_s: float, gpu_hours: float
+) -> None:
     """Copy/concatenate the stage outputs into the run folder (atomic writes)."""
     import polars as pl
 
@@ -260,8 +267,10 @@ def _assemble_outputs(run_dir: Path, outputs: Mapping[str, StageOutput], wall_s:
         if filename == "metrics.parquet":
             frames.append(_cost_metrics(outputs, wall_s, gpu_hours))
         if frames:
-            frame = pl.concat([_metrics_schema(f) if filename == "metrics.parquet" else f for f in frames],
-                              how="diagonal_relaxed")
+            frame = pl.concat(
+                [_metrics_schema(f) if filename == "metrics.parquet" else f for f in frames],
+                how="diagonal_relaxed",
+            )
             write_parquet_atomic(run_dir / filename, frame)
 
 
@@ -313,8 +322,9 @@ class RunJob(_checkpointable_base()):  # type: ignore[misc]
     stage resumes from the ``_checkpoints`` it saved in its work folder.
     """
 
-    def __init__(self, cache: str | None = None, grid: str | None = None,
-                 launch: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, cache: str | None = None, grid: str | None = None, launch: dict[str, str] | None = None
+    ) -> None:
         self.cache = cache
         self.grid = grid
         self.launch = dict(launch or {})
@@ -346,7 +356,9 @@ def run_grid_local(
     results = []
     for config in grid.runs:
         try:
-            results.append(run_experiment(config, folder / config.name, cache=cache, registry=registry, grid=grid.name))
+            results.append(
+                run_experiment(config, folder / config.name, cache=cache, registry=registry, grid=grid.name)
+            )
         except Exception as exc:
             if not keep_going:
                 raise
@@ -378,17 +390,32 @@ def submit_grid(
         save_config(config, run_dir / "config.yaml")
         (run_dir / JOB_FILE).unlink(missing_ok=True)
         update_run_record(
-            run_dir, name=config.name, grid=grid.name, fingerprint=config.fingerprint(), status="pending", error=None
+            run_dir,
+            name=config.name,
+            grid=grid.name,
+            fingerprint=config.fingerprint(),
+            status="pending",
+            error=None,
         )
     submitit_dir = (folder / "_submitit").resolve()
     executor = profile.executor(submitit_dir, job_name=grid.name)
-    job_fn = RunJob(cache=str(Path(cache or Path(runs_root) / CACHE_DIRNAME).resolve()), grid=grid.name,
-                    launch=profile.launch_env())
-    jobs = executor.map_array(job_fn, [c.to_dict() for c in todo], [str((folder / c.name).resolve()) for c in todo])
-    for config, job in zip(todo, jobs):
+    job_fn = RunJob(
+        cache=str(Path(cache or Path(runs_root) / CACHE_DIRNAME).resolve()),
+        grid=grid.name,
+        launch=profile.launch_env(),
+    )
+    jobs = executor.map_array(
+        job_fn, [c.to_dict() for c in todo], [str((folder / c.name).resolve()) for c in todo]
+    )
+    for config, job in zip(todo, jobs, strict=True):
         # job.json is the submitter's file; run.json belongs to the job (no write races between the two)
         write_json_atomic(
             folder / config.name / JOB_FILE,
-            {"id": str(job.job_id), "folder": str(submitit_dir), "cluster": profile.cluster, "submitted": time.time()},
+            {
+                "id": str(job.job_id),
+                "folder": str(submitit_dir),
+                "cluster": profile.cluster,
+                "submitted": time.time(),
+            },
         )
     return jobs

@@ -3,8 +3,8 @@
 A stage function has the signature ``run(config, inputs, out_dir) -> dict | None``: ``config`` is the stage's
 resolved config dataclass (its nested YAML section plus the experiment axes it reads), ``inputs`` maps input
 names to artifact paths of earlier stages, and the function writes its outputs into ``out_dir`` (it may return
-extra facts for ``stage.json``, such as ``{"gpus": 8}``). Conventional output files the runner gathers into the
-run folder: ``metrics.parquet`` (``step``, ``metric``, ``value``), ``rollouts.parquet``, ``eval.parquet``,
+extra facts for ``stage.json``, such as ``{"gpus": 8}``). Conventional output files the runner gathers into
+the run folder: ``metrics.parquet`` (``step``, ``metric``, ``value``), ``rollouts.parquet``, ``eval.parquet``,
 ``qa.parquet``.
 
 Each stage is wired to the real ``star_lib`` function in :mod:`star_lib.experiments.pipeline`; a stage whose
@@ -55,7 +55,7 @@ class Stage:
     options_fixed: tuple[str, ...] = ()
     """Fields of ``options_type`` the stage sets itself (paths, axes); the section may not set them."""
     options_required: Mapping[str, Any] = field(default_factory=dict)
-    """Placeholder values of required ``options_type`` fields, used only to validate the section at load time."""
+    """Placeholders for required ``options_type`` fields, used only to validate the section at load time."""
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -63,21 +63,26 @@ class Stage:
         return tuple(f.name for f in fields(self.config_type) if f.name in AXES)
 
     def resolve_config(self, experiment: ExperimentConfig) -> Any:
-        """The typed stage config: the experiment's nested section plus the axes this stage reads.
+        """Return the typed stage config: the experiment's nested section plus the axes this stage reads.
 
         Raises:
             ConfigError: a key of the section is unknown, sets an axis, or has a value the stage refuses.
+
         """
         section = experiment.section(self.name)
         section_key = self.name.replace("-", "_")
         own = [f.name for f in fields(self.config_type) if f.name not in AXES and f.name != "options"]
         shadowed = sorted(set(section) & set(self.axes))
         if shadowed:
-            raise ConfigError(f"{section_key}.{shadowed[0]}: set it at the top level (it is an experiment axis)")
+            raise ConfigError(
+                f"{section_key}.{shadowed[0]}: set it at the top level (it is an experiment axis)"
+            )
         passthrough = self._passthrough_fields()
         unknown = sorted(set(section) - set(own) - set(passthrough))
         if unknown:
-            raise ConfigError(f"{section_key}: unknown key(s) {unknown}; allowed keys are {own + passthrough}")
+            raise ConfigError(
+                f"{section_key}: unknown key(s) {unknown}; allowed keys are {own + passthrough}"
+            )
         options = {k: v for k, v in section.items() if k in passthrough and k not in own}
         values = {k: v for k, v in section.items() if k in own}
         values.update({axis: getattr(experiment, axis) for axis in self.axes})
@@ -130,10 +135,11 @@ class Registry:
         return stage
 
     def get(self, name: str) -> Stage:
-        """The stage called ``name``.
+        """Return the stage called ``name``.
 
         Raises:
             ConfigError: when no stage of that name is registered.
+
         """
         if name not in self.stages:
             raise ConfigError(f"stage {name!r} is not registered; registered stages: {list(self.stages)}")
@@ -147,15 +153,18 @@ class Registry:
 
         Raises:
             ConfigError: a bad section value, or stages that are not available in this checkout.
+
         """
         missing = [r for name in experiment.stages if (r := unavailable_reason(self.get(name)))]
         if missing:
-            raise ConfigError("; ".join(missing) + f" — drop those from `stages` (now {list(experiment.stages)})")
+            raise ConfigError(
+                "; ".join(missing) + f" — drop those from `stages` (now {list(experiment.stages)})"
+            )
         return {name: self.get(name).resolve_config(experiment) for name in experiment.stages}
 
 
 def default_registry() -> Registry:
-    """The registry wired to the real ``star_lib`` stages."""
+    """Return the registry wired to the real ``star_lib`` stages."""
     from star_lib.experiments.pipeline import build_registry
 
     return build_registry()

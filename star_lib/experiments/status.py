@@ -1,4 +1,4 @@
-"""``star status GRID``: pending / running / done / failed for every run of a grid, with the error's last line.
+"""``star status GRID``: pending / running / done / failed for every run of a grid, with the last error line.
 
 A run's own ``run.json`` says what the run knows about itself (running, done, failed with its error). A job
 that dies without a word — cancelled, killed, out of memory, out of time — cannot write it, so for runs that
@@ -111,7 +111,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 def run_status(run_dir: Path, slurm: dict[str, str]) -> RunStatus:
-    """The status of one run folder, given Slurm's states of the grid's jobs."""
+    """Return the status of one run folder, given Slurm's states of the grid's jobs."""
     record = read_run_record(run_dir) or {}
     job = _read_job(run_dir)
     stages = record.get("stages") or []
@@ -126,7 +126,7 @@ def run_status(run_dir: Path, slurm: dict[str, str]) -> RunStatus:
             state = "pending"
         elif word in _SLURM_RUNNING:
             state = "running"
-        else:  # ended (COMPLETED without a done record, CANCELLED, FAILED, TIMEOUT, OUT_OF_MEMORY, NODE_FAIL…)
+        else:  # ended: COMPLETED without a done record, CANCELLED, FAILED, TIMEOUT, OUT_OF_MEMORY…
             record = read_run_record(run_dir) or record  # it may have finished while we asked
             if record.get("status") in ("done", "failed"):
                 state, error = record["status"], record.get("error")
@@ -173,6 +173,7 @@ def grid_status(grid_folder: str | os.PathLike[str], sacct: Sacct = sacct_states
 
     Raises:
         FileNotFoundError: when the folder does not exist.
+
     """
     folder = Path(grid_folder)
     if not folder.is_dir():
@@ -184,19 +185,25 @@ def grid_status(grid_folder: str | os.PathLike[str], sacct: Sacct = sacct_states
 
 
 def status_frame(statuses: Iterable[RunStatus]) -> pl.DataFrame:
-    """The statuses as a polars frame (one row per run)."""
+    """Return the statuses as a polars frame (one row per run)."""
     import polars as pl
 
     rows = [asdict(s) for s in statuses]
     schema = {
-        "run": pl.String, "state": pl.String, "stage": pl.String, "job_id": pl.String, "slurm_state": pl.String,
-        "wall_s": pl.Float64, "gpu_hours": pl.Float64, "error": pl.String,
+        "run": pl.String,
+        "state": pl.String,
+        "stage": pl.String,
+        "job_id": pl.String,
+        "slurm_state": pl.String,
+        "wall_s": pl.Float64,
+        "gpu_hours": pl.Float64,
+        "error": pl.String,
     }
     return pl.DataFrame(rows, schema=schema)
 
 
 def render_status(statuses: list[RunStatus], title: str) -> Any:
-    """A rich table of the statuses, with a count per state in the caption."""
+    """Return a rich table of the statuses, with a count per state in the caption."""
     from rich.table import Table
 
     colours = {"pending": "yellow", "running": "cyan", "done": "green", "failed": "red"}

@@ -1,10 +1,10 @@
 """A real single-node Slurm cluster for the ``slurm`` tests (../shared/STACK.md, "A real Slurm cluster").
 
 Started once per session, only when a test asks for ``slurm_cluster``: munged (as user ``munge``, socket in
-``/run/munge``), MariaDB (``--bind-address=127.0.0.1``) + slurmdbd for accounting (submitit learns job states
-from ``sacct``; without accounting a cancelled job stays UNKNOWN forever), slurmctld and slurmd, all state in a
-temporary folder. Partitions ``a100`` (default) and ``debug``. Every daemon is stopped by PID at the end, also
-when a test or the start-up fails. The Debian packages come from ``scripts/install_slurm.sh``.
+``/run/munge``), MariaDB (``--bind-address=127.0.0.1``) + slurmdbd for accounting (submitit learns job
+states from ``sacct``; without accounting a cancelled job stays UNKNOWN forever), slurmctld and slurmd, all
+state in a temporary folder. Partitions ``a100`` (default) and ``debug``. Every daemon is stopped by PID at
+the end, also when a test or the start-up fails. The Debian packages come from ``scripts/install_slurm.sh``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ class SlurmCluster:
 
     def run(self, *cmd: str, check: bool = True) -> str:
         """Run a Slurm client command against this cluster; returns stdout."""
-        return subprocess.run(cmd, env=self.env, capture_output=True, text=True, check=check, timeout=60).stdout
+        return subprocess.run(
+            cmd, env=self.env, capture_output=True, text=True, check=check, timeout=60
+        ).stdout
 
     def logs(self) -> str:
         """Tail of every daemon log (for failure messages)."""
@@ -65,7 +67,9 @@ def _wait(predicate, timeout: float, what: str, cluster: SlurmCluster) -> None:
             return
         for name, proc in cluster.procs.items():
             if proc.poll() is not None:
-                raise RuntimeError(f"{name} exited with {proc.returncode} while waiting for {what}\n{cluster.logs()}")
+                raise RuntimeError(
+                    f"{name} exited with {proc.returncode} while waiting for {what}\n{cluster.logs()}"
+                )
         time.sleep(0.1)
     raise RuntimeError(f"timed out waiting for {what}\n{cluster.logs()}")
 
@@ -95,33 +99,61 @@ def _write_configs(cluster: SlurmCluster, ports: dict[str, int]) -> None:
     root, host = cluster.root, cluster.host
     dbd = root / "slurmdbd.conf"
     dbd.write_text(
-        "\n".join([
-            "AuthType=auth/munge", f"DbdHost={host}", f"DbdPort={ports['dbd']}", "SlurmUser=root",
-            "StorageType=accounting_storage/mysql", "StorageHost=127.0.0.1", f"StoragePort={ports['db']}",
-            "StorageUser=root", "StorageLoc=slurm_acct_db", f"PidFile={root}/slurmdbd.pid",
-            f"LogFile={root}/slurmdbd.log", "",
-        ])
+        "\n".join(
+            [
+                "AuthType=auth/munge",
+                f"DbdHost={host}",
+                f"DbdPort={ports['dbd']}",
+                "SlurmUser=root",
+                "StorageType=accounting_storage/mysql",
+                "StorageHost=127.0.0.1",
+                f"StoragePort={ports['db']}",
+                "StorageUser=root",
+                "StorageLoc=slurm_acct_db",
+                f"PidFile={root}/slurmdbd.pid",
+                f"LogFile={root}/slurmdbd.log",
+                "",
+            ]
+        )
     )
     dbd.chmod(0o600)
     for sub in ("state", "spool"):
         (root / sub).mkdir()
     cluster.conf.write_text(
-        "\n".join([
-            "ClusterName=starlab", f"SlurmctldHost={host}", f"SlurmctldPort={ports['ctld']}",
-            f"SlurmdPort={ports['d']}", "SlurmUser=root", "AuthType=auth/munge", "AuthInfo=cred_expire=30",
-            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/cons_tres",
-            "SelectTypeParameters=CR_Core_Memory", "JobAcctGatherType=jobacct_gather/none",
-            "AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={host}",
-            f"AccountingStoragePort={ports['dbd']}", "MpiDefault=none", "MailProg=/bin/true",
-            "ReturnToService=2", "KillWait=5",
-            "SchedulerParameters=batch_sched_delay=0,sched_interval=2,bf_interval=1",
-            f"StateSaveLocation={root}/state", f"SlurmdSpoolDir={root}/spool",
-            f"SlurmctldPidFile={root}/slurmctld.pid", f"SlurmdPidFile={root}/slurmd.pid",
-            f"SlurmctldLogFile={root}/slurmctld.log", f"SlurmdLogFile={root}/slurmd.log",
-            f"NodeName={host} CPUs=2 RealMemory=20000 State=UNKNOWN",
-            f"PartitionName=a100 Nodes={host} Default=YES MaxTime=INFINITE State=UP",
-            f"PartitionName=debug Nodes={host} MaxTime=INFINITE State=UP", "",
-        ])
+        "\n".join(
+            [
+                "ClusterName=starlab",
+                f"SlurmctldHost={host}",
+                f"SlurmctldPort={ports['ctld']}",
+                f"SlurmdPort={ports['d']}",
+                "SlurmUser=root",
+                "AuthType=auth/munge",
+                "AuthInfo=cred_expire=30",
+                "ProctrackType=proctrack/linuxproc",
+                "TaskPlugin=task/none",
+                "SelectType=select/cons_tres",
+                "SelectTypeParameters=CR_Core_Memory",
+                "JobAcctGatherType=jobacct_gather/none",
+                "AccountingStorageType=accounting_storage/slurmdbd",
+                f"AccountingStorageHost={host}",
+                f"AccountingStoragePort={ports['dbd']}",
+                "MpiDefault=none",
+                "MailProg=/bin/true",
+                "ReturnToService=2",
+                "KillWait=5",
+                "SchedulerParameters=batch_sched_delay=0,sched_interval=2,bf_interval=1",
+                f"StateSaveLocation={root}/state",
+                f"SlurmdSpoolDir={root}/spool",
+                f"SlurmctldPidFile={root}/slurmctld.pid",
+                f"SlurmdPidFile={root}/slurmd.pid",
+                f"SlurmctldLogFile={root}/slurmctld.log",
+                f"SlurmdLogFile={root}/slurmd.log",
+                f"NodeName={host} CPUs=2 RealMemory=20000 State=UNKNOWN",
+                f"PartitionName=a100 Nodes={host} Default=YES MaxTime=INFINITE State=UP",
+                f"PartitionName=debug Nodes={host} MaxTime=INFINITE State=UP",
+                "",
+            ]
+        )
     )
 
 
@@ -135,27 +167,85 @@ def _start(cluster: SlurmCluster) -> None:
         _wait(_munge_works, 15, "munged", cluster)
     db = root / "mysql"
     subprocess.run(
-        ["mariadb-install-db", "--no-defaults", f"--datadir={db}", "--user=root",
-         "--auth-root-authentication-method=normal", "--skip-test-db"],
-        check=True, capture_output=True, timeout=120,
+        [
+            "mariadb-install-db",
+            "--no-defaults",
+            f"--datadir={db}",
+            "--user=root",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     ports = {"db": _free_port(), "dbd": _free_port(), "ctld": _free_port(), "d": _free_port()}
-    _spawn(cluster, "mariadbd", [
-        "mariadbd", "--no-defaults", f"--datadir={db}", f"--socket={root}/mysqld.sock", f"--port={ports['db']}",
-        "--bind-address=127.0.0.1", "--user=root", f"--pid-file={root}/mysqld.pid", "--skip-log-bin",
-        "--innodb-buffer-pool-size=32M",
-    ])
+    _spawn(
+        cluster,
+        "mariadbd",
+        [
+            "mariadbd",
+            "--no-defaults",
+            f"--datadir={db}",
+            f"--socket={root}/mysqld.sock",
+            f"--port={ports['db']}",
+            "--bind-address=127.0.0.1",
+            "--user=root",
+            f"--pid-file={root}/mysqld.pid",
+            "--skip-log-bin",
+            "--innodb-buffer-pool-size=32M",
+        ],
+    )
     _write_configs(cluster, ports)
     _wait(lambda: _port_open(ports["db"]), 60, "mariadbd", cluster)
     _spawn(cluster, "slurmdbd", ["slurmdbd", "-D"], env=cluster.env)
     _wait(lambda: _port_open(ports["dbd"]), 30, "slurmdbd", cluster)
     _spawn(cluster, "slurmctld", ["slurmctld", "-D", "-i"], env=cluster.env)
     _spawn(cluster, "slurmd", ["slurmd", "-D"], env=cluster.env)
-    _wait(lambda: cluster.run("sinfo", "-h", "-o", "%T", check=False).strip() == "idle", 60, "node idle", cluster)
+    _wait(
+        lambda: cluster.run("sinfo", "-h", "-o", "%T", check=False).strip() == "idle",
+        60,
+        "node idle",
+        cluster,
+    )
+
+
+def _our_stepds(cluster: SlurmCluster) -> list[int]:
+    """PIDs of slurmstepd processes of this cluster (their environment names our slurm.conf)."""
+    pids = []
+    marker = f"SLURM_CONF={cluster.conf}".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if (proc / "comm").read_text().strip() == "slurmstepd" and marker in (
+                proc / "environ"
+            ).read_bytes():
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _drain(cluster: SlurmCluster) -> None:
+    """Cancel the jobs tests left behind, wait for their step daemons to end (kill stragglers by PID)."""
+    if cluster.procs.get("slurmctld") is None or cluster.procs["slurmctld"].poll() is not None:
+        return
+    jobs = cluster.run("squeue", "-h", "-o", "%i", check=False).split()
+    if jobs:
+        cluster.run("scancel", *jobs, check=False)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and (
+        cluster.run("squeue", "-h", "-o", "%i", check=False).strip() or _our_stepds(cluster)
+    ):
+        time.sleep(0.2)
+    for pid in _our_stepds(cluster):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _stop(cluster: SlurmCluster) -> None:
-    """Stop every daemon we started, by PID, newest first."""
+    """Stop every daemon we started, by PID, newest first (after draining the jobs)."""
+    _drain(cluster)
     for name in reversed(list(cluster.procs)):
         proc = cluster.procs[name]
         if proc.poll() is None:

@@ -57,6 +57,8 @@ def test_artifacts_failed_build_keeps_work_for_resume_and_commits_nothing(tmp_pa
         store.build("sft", "k", crash, {})
     assert store.lookup("sft", "k") is None
     assert (tmp_path / "sft" / "k.partial" / CHECKPOINT_DIR / "step-1").is_file()
+    elapsed = tmp_path / "sft" / "k.partial" / ".elapsed_s"
+    assert float(elapsed.read_text()) > 0  # the time of the failed attempt is kept
 
     seen = []
 

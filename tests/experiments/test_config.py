@@ -88,8 +88,10 @@ def test_config_accepts_every_axis_value(axis, good):
     assert axis in AXES
 
 
-@pytest.mark.parametrize(("text", "canonical"), [("easy", "easy"), ("HARD", "hard"), ("4:3:3", "4:3:3"),
-                                                 ("1:0:0", "easy"), (" 2 : 1 : 1 ", "2:1:1")])
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [("easy", "easy"), ("HARD", "hard"), ("4:3:3", "4:3:3"), ("1:0:0", "easy"), (" 2 : 1 : 1 ", "2:1:1")],
+)
 def test_config_difficulty_is_canonicalised(text, canonical):
     assert make(difficulty=text).difficulty == canonical
 

@@ -53,8 +53,9 @@ def test_grids_tiny_data_sizes_shrink_ten_fold():
 
 
 def test_grids_factorial_crosses_any_axes_and_seeds():
-    grid = factorial("rx", {"model": "tiny"}, {"reward": ["sum", "success"], "tool_failure_rate": [0.0, 0.1]},
-                     seeds=[0, 1])
+    grid = factorial(
+        "rx", {"model": "tiny"}, {"reward": ["sum", "success"], "tool_failure_rate": [0.0, 0.1]}, seeds=[0, 1]
+    )
     assert len(grid) == 8
     combos = {(r.reward, r.tool_failure_rate, r.seed) for r in grid.runs}
     assert len(combos) == 8
@@ -80,7 +81,9 @@ def test_grids_load_by_name_and_from_yaml(tmp_path):
     assert load_grid("noise-paper").name == "noise-paper"
     assert load_grid("difficulty").name == "difficulty-tiny"
     path = tmp_path / "g.yaml"
-    path.write_text("name: mine\nbase: {stages: [world, synth]}\naxes: {reward: [sum, macro]}\nseeds: [0, 1]\n")
+    path.write_text(
+        "name: mine\nbase: {stages: [world, synth]}\naxes: {reward: [sum, macro]}\nseeds: [0, 1]\n"
+    )
     grid = load_grid(path)
     assert grid.name == "mine" and len(grid) == 4
     assert all(r.stages == ("world", "synth") for r in grid.runs)

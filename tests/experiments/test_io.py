@@ -12,7 +12,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from star_lib.experiments.io import atomic_path, clean_stale_temps, read_yaml, write_parquet_atomic, write_yaml_atomic
+from star_lib.experiments.io import (
+    atomic_path,
+    clean_stale_temps,
+    read_yaml,
+    write_parquet_atomic,
+    write_yaml_atomic,
+)
 
 WRITER = textwrap.dedent(
     """
@@ -35,7 +41,9 @@ def test_io_killed_writer_never_leaves_a_broken_parquet(tmp_path):
     target = tmp_path / "metrics.parquet"
     loaded_versions = set()
     for delay in (0.05, 0.2, 0.45, 0.8):
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(target)], stdout=subprocess.PIPE, text=True
+        )
         try:
             assert proc.stdout is not None
             proc.stdout.readline()  # one full version is on disk

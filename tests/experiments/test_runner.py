@@ -43,7 +43,12 @@ def test_runner_tiny_grid_gives_four_runs_and_rerun_reruns_nothing(tmp_path):
     assert table.runs == 4
     final = table.frame.filter(pl.col("metric") == "eval/final_pass")
     assert final.height == 4
-    assert sorted(zip(final["reward"], final["seed"])) == [("success", 0), ("success", 1), ("sum", 0), ("sum", 1)]
+    assert sorted(zip(final["reward"], final["seed"], strict=True)) == [
+        ("success", 0),
+        ("success", 1),
+        ("sum", 0),
+        ("sum", 1),
+    ]
     assert final["value"].is_between(0.0, 1.0).all()
     assert table.problems.height == 0
     for run in grid.runs:
@@ -65,14 +70,20 @@ def test_runner_tiny_grid_gives_four_runs_and_rerun_reruns_nothing(tmp_path):
 
 def test_runner_changed_axis_reruns_only_the_stages_that_read_it(tmp_path):
     cache = tmp_path / "cache"
-    first = run_experiment(ExperimentConfig.from_dict({**BASE, "name": "a"}), tmp_path / "g" / "a", cache=cache)
-    second = run_experiment(ExperimentConfig.from_dict({**BASE, "name": "b", "rl_data_size": 12}),
-                            tmp_path / "g" / "b", cache=cache)
+    first = run_experiment(
+        ExperimentConfig.from_dict({**BASE, "name": "a"}), tmp_path / "g" / "a", cache=cache
+    )
+    second = run_experiment(
+        ExperimentConfig.from_dict({**BASE, "name": "b", "rl_data_size": 12}),
+        tmp_path / "g" / "b",
+        cache=cache,
+    )
     reused = {s["stage"]: s["reused"] for s in second.stages}
     # the RL prompt count changes synth's output, but not the SFT pool the teacher reads, nor the test split
     assert reused == {"world": True, "synth": False, "teacher": True, "eval": True}
-    assert {s["stage"]: s["key"] for s in first.stages}["teacher"] == {s["stage"]: s["key"] for s in second.stages}[
-        "teacher"]
+    assert {s["stage"]: s["key"] for s in first.stages}["teacher"] == {
+        s["stage"]: s["key"] for s in second.stages
+    }["teacher"]
 
 
 def test_runner_failed_stage_is_recorded_and_reported(tmp_path):
@@ -80,7 +91,7 @@ def test_runner_failed_stage_is_recorded_and_reported(tmp_path):
         {**BASE, "name": "broken", "world": {"source": "csv", "csv_dir": str(tmp_path / "no-such-db")}}
     )
     run_dir = tmp_path / "runs" / "g" / "broken"
-    with pytest.raises(Exception):
+    with pytest.raises(FileNotFoundError):
         run_experiment(config, run_dir)
     record = read_run_record(run_dir)
     assert record["status"] == "failed"
@@ -103,11 +114,18 @@ RUNNER = textwrap.dedent(
 
 
 def test_runner_killed_run_resumes_eval_from_its_checkpoint_with_equal_metrics(tmp_path):
-    config = {**BASE, "name": "slow", "tool_latency_ms": 40.0, "tool_failure_rate": 0.1,
-              "synth": {"n_base": 60}, "eval": {"chunk_size": 1}}
+    config = {
+        **BASE,
+        "name": "slow",
+        "tool_latency_ms": 40.0,
+        "tool_failure_rate": 0.1,
+        "synth": {"n_base": 60},
+        "eval": {"chunk_size": 1},
+    }
     cache = tmp_path / "cache"
-    proc = subprocess.Popen([sys.executable, "-c", RUNNER, json.dumps(config), str(tmp_path / "g" / "slow"),
-                             str(cache)])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, json.dumps(config), str(tmp_path / "g" / "slow"), str(cache)]
+    )
     try:
         deadline = time.monotonic() + 120
         while not list(cache.glob("eval/*.partial/_checkpoints/chunks/*.parquet")):
@@ -131,7 +149,9 @@ def test_runner_killed_run_resumes_eval_from_its_checkpoint_with_equal_metrics(t
     assert len(pids) == 2 and len(starts) == len(set(starts))  # two processes, no chunk computed twice
     assert saved >= 1
 
-    fresh = run_experiment(ExperimentConfig.from_dict(config), tmp_path / "h" / "slow", cache=tmp_path / "cache2")
+    fresh = run_experiment(
+        ExperimentConfig.from_dict(config), tmp_path / "h" / "slow", cache=tmp_path / "cache2"
+    )
     assert _final_metrics(tmp_path / "g" / "slow") == _final_metrics(tmp_path / "h" / "slow")
     assert fresh.status == "done"
 
@@ -144,4 +164,4 @@ def _final_metrics(run_dir: Path) -> dict[str, float]:
     frame = pl.read_parquet(run_dir / "metrics.parquet").filter(
         pl.col("metric").str.starts_with("eval/") | (pl.col("metric") == "reward/mean")
     )
-    return dict(zip(frame["metric"], frame["value"]))
+    return dict(zip(frame["metric"], frame["value"], strict=True))

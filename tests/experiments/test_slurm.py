@@ -24,11 +24,17 @@ from star_lib.experiments.status import grid_status
 
 pytestmark = pytest.mark.slurm
 
-PROFILE = ClusterProfile(name="test-a100", cluster="slurm", partition="a100", cpus_per_task=1, mem_gb=1,
-                         timeout_min=10)
+PROFILE = ClusterProfile(
+    name="test-a100", cluster="slurm", partition="a100", cpus_per_task=1, mem_gb=1, timeout_min=10
+)
 BASE = {"stages": ["world", "synth", "teacher", "eval"], "rl_data_size": 10, "synth": {"n_base": 30}}
-SLOW = {**BASE, "tool_latency_ms": 60.0, "tool_failure_rate": 0.1, "synth": {"n_base": 60},
-        "eval": {"chunk_size": 1}}
+SLOW = {
+    **BASE,
+    "tool_latency_ms": 60.0,
+    "tool_failure_rate": 0.1,
+    "synth": {"n_base": 60},
+    "eval": {"chunk_size": 1},
+}
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:
@@ -51,7 +57,9 @@ def test_slurm_grid_as_job_array_on_a100_reaches_the_results_store(slurm_cluster
     parent = parents.pop()
 
     def accounting() -> list[list[str]]:
-        out = slurm_cluster.run("sacct", "-X", "-n", "--parsable2", "-o", "JobID,Partition,State", "-j", parent)
+        out = slurm_cluster.run(
+            "sacct", "-X", "-n", "--parsable2", "-o", "JobID,Partition,State", "-j", parent
+        )
         return [line.split("|") for line in out.splitlines() if line]
 
     wait_for(lambda: {r[2] for r in accounting()} == {"COMPLETED"}, 30, "both array tasks to be COMPLETED")
@@ -85,10 +93,13 @@ def test_slurm_requeued_job_resumes_eval_checkpoint_with_uninterrupted_metrics(s
     grid = factorial("requeue", SLOW, {"reward": ["macro"]})
     cache = tmp_path / "runs" / "_stages"
     [job] = submit_grid(grid, PROFILE, tmp_path / "runs")
-    wait_for(lambda: bool(list(cache.glob("eval/*.partial/_checkpoints/chunks/*.parquet"))), 90,
-             "the eval stage to checkpoint a chunk")
+    wait_for(
+        lambda: bool(list(cache.glob("eval/*.partial/_checkpoints/chunks/*.parquet"))),
+        90,
+        "the eval stage to checkpoint a chunk",
+    )
     # submitit's signal (USR2) → checkpoint + `scontrol requeue`. The preemption variant (`_interrupt()`) also
-    # sends SIGTERM, which linuxproc delivers to the whole step and can race with and kill that scontrol child.
+    # sends SIGTERM, which linuxproc delivers to the whole step: it can race with and kill that scontrol.
     job._interrupt(timeout=True)
 
     # meanwhile, the same run uninterrupted, locally, in its own cache
@@ -112,4 +123,4 @@ def metrics(run_dir: Path) -> dict[str, float]:
     frame = pl.read_parquet(run_dir / "metrics.parquet").filter(
         pl.col("metric").str.starts_with("eval/") | (pl.col("metric") == "reward/mean")
     )
-    return dict(zip(frame["metric"], frame["value"]))
+    return dict(zip(frame["metric"], frame["value"], strict=True))

@@ -1,0 +1,92 @@
+"""Cluster profiles: the shipped YAML files, submitit parameters, and the launch commands of training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from star_lib.experiments.config import ConfigError
+from star_lib.experiments.launch import launcher_settings, wants_launcher
+from star_lib.experiments.profiles import ClusterProfile, load_profile
+
+SLURM_DIR = Path(__file__).resolve().parents[2] / "slurm"
+
+
+def test_profiles_shipped_files_load_with_the_papers_resources():
+    small = load_profile(SLURM_DIR / "a100-8gpu.yaml")
+    big = load_profile(SLURM_DIR / "a100-16gpu-2node.yaml")
+    local = load_profile(SLURM_DIR / "local.yaml")
+    assert (small.cluster, small.partition, small.nodes, small.gpus_per_node) == ("slurm", "a100", 1, 8)
+    assert (big.nodes * big.gpus_per_node, big.launcher) == (16, "torchrun")
+    assert (local.cluster, local.gpus_per_node) == ("local", 0)
+
+
+def test_profiles_executor_parameters_map_onto_submitit():
+    profile = ClusterProfile(
+        name="p",
+        cluster="slurm",
+        partition="a100",
+        account="lab",
+        qos="high",
+        nodes=2,
+        gpus_per_node=8,
+        cpus_per_task=64,
+        mem_gb=900,
+        timeout_min=60,
+        launcher="torchrun",
+        additional={"constraint": "a100-80gb"},
+    )
+    params = profile.executor_parameters("grid")
+    assert (
+        params["slurm_partition"] == "a100"
+        and params["slurm_account"] == "lab"
+        and params["slurm_qos"] == "high"
+    )
+    assert (params["nodes"], params["gpus_per_node"], params["tasks_per_node"]) == (2, 8, 1)
+    assert params["slurm_additional_parameters"] == {"constraint": "a100-80gb"}
+    local = ClusterProfile().executor_parameters("grid")
+    assert not any(k.startswith("slurm_") for k in local) and "gpus_per_node" not in local
+
+
+def test_profiles_local_executor_accepts_the_parameters(tmp_path):
+    executor = ClusterProfile(cluster="local").executor(tmp_path, job_name="t")
+    assert type(executor).__name__ == "AutoExecutor"
+
+
+def test_profiles_reject_unknown_keys_and_bad_values(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("cluster: slurm\npartitoin: a100\n")
+    with pytest.raises(ConfigError, match="partitoin"):
+        load_profile(path)
+    with pytest.raises(ConfigError, match="cluster: 'pbs'"):
+        ClusterProfile(cluster="pbs")
+    with pytest.raises(ConfigError, match="multi-node profile needs launcher"):
+        ClusterProfile(cluster="slurm", nodes=2)
+    with pytest.raises(FileNotFoundError, match="slurm/"):
+        load_profile(tmp_path / "missing.yaml")
+
+
+def test_profiles_launch_commands_carry_node_rank_and_rendezvous():
+    big = load_profile(SLURM_DIR / "a100-16gpu-2node.yaml")
+    env = {"SLURM_JOB_NUM_NODES": "2", "SLURM_NODEID": "1", "MASTER_ADDR": "gpu-017", "MASTER_PORT": "29400"}
+    command = big.launch_command("star_lib.experiments.launch", ["rl", "cfg.json"], env)
+    assert command[:6] == [
+        "torchrun",
+        "--nnodes=2",
+        "--nproc_per_node=8",
+        "--node_rank=1",
+        "--master_addr=gpu-017",
+        "--master_port=29400",
+    ]
+    assert command[-4:] == ["-m", "star_lib.experiments.launch", "rl", "cfg.json"]
+    small = load_profile(SLURM_DIR / "a100-8gpu.yaml")
+    accelerate = small.launch_command("m", [], {"SLURM_NODEID": "0"})
+    assert accelerate[:2] == ["accelerate", "launch"] and "--num_processes=8" in accelerate
+
+
+def test_profiles_launch_env_switches_training_to_the_launcher():
+    env = load_profile(SLURM_DIR / "a100-16gpu-2node.yaml").launch_env()
+    assert launcher_settings(env) == ("torchrun", 8, 2) and wants_launcher(env)
+    assert not wants_launcher(ClusterProfile().launch_env())
+    assert not wants_launcher({})

@@ -1,0 +1,83 @@
+"""`star status`: run records merged with Slurm accounting (a fake sacct injects the states)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from star_lib.experiments.io import write_json_atomic
+from star_lib.experiments.status import _in_range, grid_status, render_status, status_frame
+
+
+def make_run(grid: Path, name: str, record: dict | None, job: dict | None = None) -> Path:
+    run = grid / name
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text(f"name: {name}\n")
+    if record is not None:
+        write_json_atomic(run / "run.json", record)
+    if job is not None:
+        write_json_atomic(run / "job.json", job)
+    return run
+
+
+def test_status_merges_run_records_with_slurm_states(tmp_path):
+    folder = tmp_path / "subm"
+    grid = tmp_path / "g"
+    folder.mkdir()
+    (folder / "7_3_0_log.err").write_text(
+        "Traceback …\nslurmstepd: error: *** STEP 7_3.0 CANCELLED AT 2026 ***\n"
+    )
+    job = lambda i: {"id": f"7_{i}", "folder": str(folder), "cluster": "slurm"}  # noqa: E731
+    make_run(
+        grid, "a", {"status": "done", "wall_s": 12.5, "gpu_hours": 0.5, "stages": [{"stage": "eval"}]}, job(0)
+    )
+    make_run(grid, "b", {"status": "pending"}, job(1))
+    make_run(grid, "c", {"status": "running", "stages": [{"stage": "synth"}]}, job(2))
+    make_run(grid, "d", {"status": "running"}, job(3))
+    make_run(grid, "e", {"status": "failed", "error": "ValueError: no feasible record"}, job(4))
+    make_run(grid, "f", {"status": "pending"}, job(5))
+    states = {
+        "7_0": "COMPLETED",
+        "7_2": "RUNNING",
+        "7_3": "CANCELLED by 0",
+        "7_4": "FAILED",
+        "7_5": "PENDING",
+    }
+    asked = []
+
+    def sacct(ids):
+        asked.append(sorted(ids))
+        return {i: s for i, s in states.items() if i in ids}
+
+    rows = {s.run: s for s in grid_status(grid, sacct=sacct)}
+    assert asked == [[f"7_{i}" for i in range(6)]]
+    assert (rows["a"].state, rows["a"].wall_s, rows["a"].stage) == ("done", 12.5, "eval")
+    assert rows["b"].state == "pending"  # sacct does not know it yet
+    assert (rows["c"].state, rows["c"].stage) == ("running", "synth")
+    assert rows["d"].state == "failed"
+    assert rows["d"].error == "Slurm CANCELLED by 0: slurmstepd: error: *** STEP 7_3.0 CANCELLED AT 2026 ***"
+    assert rows["e"].error == "ValueError: no feasible record"
+    assert rows["f"].state == "pending"
+    frame = status_frame(rows.values())
+    assert frame.height == 6 and frame.filter(frame["state"] == "failed").height == 2
+    table = render_status(list(rows.values()), "t")
+    assert "failed: 2" in table.caption and "done: 1" in table.caption
+
+
+def test_status_job_that_completed_without_a_result_is_failed(tmp_path):
+    grid = tmp_path / "g"
+    make_run(grid, "a", {"status": "running"}, {"id": "9", "folder": str(tmp_path), "cluster": "slurm"})
+    [row] = grid_status(grid, sacct=lambda ids: {"9": "OUT_OF_MEMORY"})
+    assert row.state == "failed" and "OUT_OF_MEMORY" in row.error
+
+
+def test_status_array_range_of_pending_tasks():
+    assert _in_range(3, "0-3") and _in_range(7, "0-3,7%2") and not _in_range(4, "0-3,7")
+
+
+def test_status_lists_runs_of_the_manifest_in_order(tmp_path):
+    grid = tmp_path / "g"
+    grid.mkdir()
+    (grid / "grid.yaml").write_text(json.dumps({"name": "g", "runs": [{"name": "z"}, {"name": "a"}]}))
+    assert [s.run for s in grid_status(grid, sacct=lambda ids: {})] == ["z", "a"]
+    assert {s.state for s in grid_status(grid, sacct=lambda ids: {})} == {"pending"}
