@@ -289,12 +289,21 @@ _STAGE_SECTIONS = frozenset(_stage_key(s) for s in STAGE_NAMES)
 
 
 def load_config(path: str | Path) -> ExperimentConfig:
-    """Load and validate an experiment YAML; errors name the file and the offending key."""
+    """Load and validate an experiment YAML, nested stage sections included.
+
+    Raises:
+        ConfigError: naming the file, the offending key and what is allowed.
+
+    """
+    from star_lib.experiments.stages import default_registry
+
     data = read_yaml(path)
     try:
-        return ExperimentConfig.from_dict(data or {})
+        config = ExperimentConfig.from_dict(data or {})
+        default_registry().validate(config)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    return config
 
 
 def save_config(config: ExperimentConfig, path: str | Path) -> Path:

@@ -145,6 +145,18 @@ class Registry:
             raise ConfigError(f"stage {name!r} is not registered; registered stages: {list(self.stages)}")
         return self.stages[name]
 
+    def validate(self, experiment: ExperimentConfig) -> None:
+        """Check every nested stage section of ``experiment`` whose stage exists in this checkout.
+
+        Raises:
+            ConfigError: naming the section key that is unknown or has a value the stage refuses.
+
+        """
+        for name in experiment.stages:
+            stage = self.stages.get(name)
+            if stage is not None and unavailable_reason(stage) is None:
+                stage.resolve_config(experiment)
+
     def check(self, experiment: ExperimentConfig) -> dict[str, Any]:
         """Resolve every requested stage's config and check that it can run here.
 

@@ -108,6 +108,15 @@ def test_config_yaml_round_trip(tmp_path):
     assert load_config(path).fingerprint() == cfg.fingerprint()
 
 
+def test_config_load_validates_nested_sections(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("stages: [world, synth, teacher, eval]\neval: {chunk_sise: 4}\n")
+    with pytest.raises(
+        ConfigError, match=r"c.yaml: eval: unknown key\(s\) \['chunk_sise'\]; allowed keys are .*chunk_size"
+    ):
+        load_config(path)
+
+
 def test_config_load_error_names_the_file(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("reward: bonus\n")
