@@ -1,0 +1,153 @@
+"""Resuming an RL run from its last checkpoint with the same data order and RNG streams.
+
+What a resumed run must reproduce, and who restores it:
+
+- model, optimizer, scheduler, global step, data order (TRL's ``RepeatSampler`` is seeded; the trainer
+  skips the batches already consumed) and the global Python/NumPy/torch generators (which sample the
+  rollout tokens and shuffle the batch) — ``transformers.Trainer`` via ``resume_from_checkpoint``;
+- our own streams: every episode's fault-injector seed, ARPO's branching draws and the rollout seed offsets
+  derive from the number of ``rollout_func`` calls so far (:class:`RolloutState`), which DAPO's refills make
+  data-dependent. :class:`RolloutStateCallback` writes it beside each checkpoint (``star_state.json``) and
+  :func:`load_rollout_state` reads it back;
+- the run's tables: :func:`trim_run_logs` drops ``metrics.parquet`` / ``rollouts.parquet`` rows written
+  after the checkpoint (a run killed mid-way), so the resumed run appends to exactly what the checkpoint saw.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+STATE_FILE = "star_state.json"
+"""Our RNG-stream counters, saved inside each ``checkpoint-<step>`` folder."""
+
+__all__ = [
+    "STATE_FILE",
+    "RolloutState",
+    "RolloutStateCallback",
+    "checkpoint_step",
+    "find_checkpoint",
+    "load_rollout_state",
+    "trim_run_logs",
+]
+
+
+@dataclass
+class RolloutState:
+    """Counters behind the rollout RNG streams (episode fault seeds, ARPO draws)."""
+
+    calls: int = 0
+    """``rollout_func`` calls so far; call ``n`` seeds its episodes from ``seed + n × batch``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RolloutState:
+        """Read the JSON form (unknown keys are ignored)."""
+        return cls(calls=int(data.get("calls", 0)))
+
+
+class RolloutStateCallback(TrainerCallback):
+    """Write a :class:`RolloutState` into every checkpoint folder the trainer saves."""
+
+    def __init__(self, state: RolloutState) -> None:
+        self.state = state
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Save ``star_state.json`` beside the trainer's own state (main process only)."""
+        if not getattr(args, "should_save", True):
+            return
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f"{STATE_FILE}.tmp{os.getpid()}"
+        tmp.write_text(json.dumps(self.state.to_dict()), encoding="utf-8")
+        os.replace(tmp, folder / STATE_FILE)
+
+
+def find_checkpoint(path: str | Path) -> Path:
+    """Return the checkpoint to resume from: ``path`` itself, or the last one under a run folder.
+
+    Args:
+        path: A ``checkpoint-<step>`` folder, a run folder (with ``checkpoints/``) or its ``checkpoints/``.
+
+    Raises:
+        FileNotFoundError: When no checkpoint exists, saying where it looked.
+
+    """
+    from transformers.trainer_utils import get_last_checkpoint
+
+    folder = Path(path)
+    if (folder / "trainer_state.json").is_file():
+        return folder
+    for candidate in (folder / "checkpoints", folder):
+        if candidate.is_dir():
+            last = get_last_checkpoint(str(candidate))
+            if last is not None and (Path(last) / "trainer_state.json").is_file():
+                return Path(last)
+    raise FileNotFoundError(
+        f"no checkpoint under {folder}: a run saves one every save_steps steps into <run>/checkpoints/; "
+        "start without resume, or lower save_steps"
+    )
+
+
+def checkpoint_step(checkpoint: str | Path) -> int:
+    """Return the global step a checkpoint was saved at (from its ``trainer_state.json``)."""
+    data = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
+    return int(data["global_step"])
+
+
+def load_rollout_state(checkpoint: str | Path) -> RolloutState:
+    """Read the :class:`RolloutState` saved with a checkpoint.
+
+    Raises:
+        FileNotFoundError: When the checkpoint has no ``star_state.json`` (not saved by ``run_rl``).
+
+    """
+    file = Path(checkpoint) / STATE_FILE
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"{file} is missing: this checkpoint was not written by star_lib.train.rl.run_rl, so its rollout "
+            "RNG streams cannot be restored; start a fresh run instead"
+        )
+    return RolloutState.from_dict(json.loads(file.read_text(encoding="utf-8")))
+
+
+def trim_run_logs(run_dir: str | Path, step: int) -> dict[str, int]:
+    """Drop rows written after checkpoint ``step`` (and end-of-training summaries) from the run's tables.
+
+    ``metrics.parquet`` rows and evaluation episodes carry the step they follow; training episodes in
+    ``rollouts.parquet`` carry the step they were sampled at, which the *next* update consumed.
+
+    Returns:
+        Rows removed per file name.
+
+    """
+    import polars as pl
+
+    removed: dict[str, int] = {}
+    for name in ("metrics.parquet", "rollouts.parquet"):
+        path = Path(run_dir) / name
+        if not path.is_file():
+            continue
+        frame = pl.read_parquet(path)
+        keep = pl.col("step") <= step
+        if "stage" in frame.columns and name == "rollouts.parquet":
+            # training episodes carry the step they were sampled at (before that step's update)
+            keep = pl.when(pl.col("stage") == "train").then(pl.col("step") < step).otherwise(keep)
+        summary = [c for c in frame.columns if c.startswith("summary/")]
+        if summary:
+            keep = keep & pl.all_horizontal([pl.col(c).is_null() for c in summary])
+        kept = frame.filter(keep)
+        removed[name] = frame.height - kept.height
+        if removed[name]:
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            kept.write_parquet(tmp)
+            os.replace(tmp, path)
+    return removed
