@@ -1,10 +1,12 @@
-"""``star sft`` (SFT cold start, TRL SFTTrainer) and ``star rl`` (multi-turn GRPO, TRL GRPOTrainer).
+"""``star sft`` (SFT cold start, TRL SFTTrainer) and ``star rl`` (multi-turn GRPO / DAPO / ARPO on TRL).
 
 Example::
 
     star sft --data data/sft/ --preset tiny --out runs/tiny/sft --copy-warmup-steps 1500 --time-budget 600
     star sft --data data/sft/ --preset qwen2.5-1.5b --model /models/Qwen2.5-1.5B-Instruct --out runs/q15/sft
     star rl --config configs/rl_tiny.yaml --max-steps 40
+    star rl --config configs/rl_tiny.yaml --algorithm dapo --out runs/tiny/dapo
+    star rl --config configs/rl_tiny.yaml --out runs/tiny/dapo --resume   # from the last checkpoint
 
 ``star sft`` flags left out take the preset's values (``star_lib.train.models.PRESETS``). ``star rl`` reads
 an :class:`star_lib.train.rl.RLRunConfig` from YAML (fields at top level or under ``rl:``); its flags
@@ -67,7 +69,7 @@ def register(subparsers: Any) -> None:
 
     rl = subparsers.add_parser(
         "rl",
-        help="multi-turn GRPO in the travel environment (TRL GRPOTrainer + our rollout_func)",
+        help="multi-turn RL in the travel environment: GRPO, DAPO or ARPO (TRL GRPOTrainer)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -78,6 +80,16 @@ def register(subparsers: Any) -> None:
     rl.add_argument("--max-steps", type=int, default=None, help="optimizer steps (overrides max_steps)")
     rl.add_argument("--reward", default=None, help="sum | macro | success | curriculum (overrides reward)")
     rl.add_argument("--seed", type=int, default=None, help="seed (overrides seed)")
+    rl.add_argument("--algorithm", default=None, help="grpo | dapo | arpo (overrides algorithm)")
+    rl.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="CHECKPOINT",
+        help="continue from the last checkpoint of the run folder (or from CHECKPOINT) with the same "
+        "data order and RNG streams",
+    )
     rl.set_defaults(func=run_rl_command)
 
 
@@ -147,7 +159,7 @@ def run_sft_command(args: argparse.Namespace) -> int:
 
 
 def run_rl_command(args: argparse.Namespace) -> int:
-    """Run ``star rl``: GRPO from a YAML config, then print a table and a JSON summary line."""
+    """Run ``star rl``: GRPO / DAPO / ARPO from a YAML config, then print a table and a JSON summary line."""
     from rich.console import Console
     from rich.table import Table
 
@@ -161,10 +173,12 @@ def run_rl_command(args: argparse.Namespace) -> int:
         max_steps=args.max_steps,
         reward=args.reward,
         seed=args.seed,
+        algorithm=args.algorithm,
     )
-    result = run_rl(cfg)
+    result = run_rl(cfg, resume=args.resume)
     summary = {
         "model_dir": str(result.model_dir),
+        "algorithm": cfg.algorithm,
         "steps": result.steps,
         "seconds": round(result.seconds, 1),
         "reward_first": round(result.rewards[0], 4) if result.rewards else None,

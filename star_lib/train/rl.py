@@ -1,4 +1,4 @@
-"""Multi-turn GRPO on TRL: ``GRPOTrainer`` + our ``rollout_func`` running whole travel-planning episodes.
+"""Multi-turn GRPO, DAPO and ARPO on TRL: ``GRPOTrainer`` + our ``rollout_func`` running whole episodes.
 
 TRL 1.16 gives the algorithm (group-relative advantages, clip-higher, token-level DAPO loss, no KL with
 ``beta=0``); this module adds only what TRL lacks for tool-using agents (``../shared/STACK.md``):
@@ -15,6 +15,15 @@ TRL 1.16 gives the algorithm (group-relative advantages, clip-higher, token-leve
   all-zero ``env_mask``: it leaves the loss and the token normaliser, but its reward still enters its
   group's mean and standard deviation (TRL computes advantages from all rows). ``mask_truncated_completions``
   additionally masks any completion that does not end in EOS.
+- **Algorithms** (``algorithm``): ``grpo``; ``dapo`` — the same trainer plus dynamic sampling and soft
+  overlong shaping on model tokens (:mod:`star_lib.train.dapo`); ``arpo`` — entropy-based adaptive rollouts
+  inside the rollout function (:mod:`star_lib.train.arpo`). Their counters go to ``dapo/…`` / ``arpo/…``.
+- **CURRICULUM**: the reward switches SUM → MACRO → SUCCESS at ``curriculum_boundaries`` (fractions of
+  ``max_steps``); the active stage is logged per step (``curriculum/stage``: 0 SUM, 1 MACRO, 2 SUCCESS).
+- **Noise**: ``faults`` applies to training rollouts, ``eval_faults`` to the held-out evaluation
+  (train noisy / test clean and vice versa).
+- **Resume**: checkpoints every ``save_steps``; :func:`run_rl` with ``resume=True`` continues from the last
+  one with the same data order and RNG streams (:mod:`star_lib.train.resume`).
 - **Logging**: each step's ``metrics.parquet`` row holds TRL's metrics (``reward``, ``rewards/<fn>/mean``,
   ``frac_reward_zero_std``, ``entropy``, ``clip_ratio/*``, ``completions/*``) and ours (``env/…``: success,
   format-error, truncation and malformed rates, tool calls, faults, response tokens; ``reward/<component>``;
@@ -45,9 +54,17 @@ if TYPE_CHECKING:
     from star_lib.agent.config import RolloutConfig
     from star_lib.agent.env import Episode
     from star_lib.train.metrics import MetricsLog
+    from star_lib.train.resume import RolloutState
 
 REWARD_NAMES: tuple[str, ...] = ("sum", "macro", "success", "curriculum")
 """Rewards of spec §8 (CURRICULUM switches SUM → MACRO → SUCCESS over training)."""
+
+ALGORITHMS: tuple[str, ...] = ("grpo", "dapo", "arpo")
+"""RL algorithms: GRPO, DAPO (GRPO + dynamic sampling + overlong shaping), ARPO (adaptive rollouts)."""
+
+
+SEED_STRIDE = 1_000_003
+"""Spacing of the episode-seed ranges of runs with consecutive seeds (a prime above any run's episodes)."""
 
 PolicyFactory = Callable[[Any, "RLRunConfig"], Any]
 """``(trainer, cfg) -> Policy``: builds the policy that writes the rollout turns (tests inject scripts)."""
@@ -58,7 +75,7 @@ PolicyFactory = Callable[[Any, "RLRunConfig"], Any]
 
 @dataclass
 class RLRunConfig:
-    """One GRPO run. ``None`` values take the preset's (``ModelPreset.rl``)."""
+    """One RL run (GRPO, DAPO or ARPO). ``None`` values take the preset's (``ModelPreset.rl``)."""
 
     data: str
     """Training queries: a JSONL split written by ``star synth`` (QueryRecord per line)."""
@@ -70,6 +87,12 @@ class RLRunConfig:
     """The database behind tools and evaluator: a folder, or ``synthetic:<tiny|small|full>:<seed>``."""
     preset: str = "tiny"
     """Model preset whose RL defaults apply."""
+    algorithm: str = "grpo"
+    """``grpo`` | ``dapo`` (dynamic sampling, overlong shaping) | ``arpo`` (entropy-driven branching)."""
+    dapo: Any = None
+    """A :class:`star_lib.train.dapo.DAPOConfig` (or its dict); used when ``algorithm == "dapo"``."""
+    arpo: Any = None
+    """A :class:`star_lib.train.arpo.ARPOConfig` (or its dict); used when ``algorithm == "arpo"``."""
     reward: str = "sum"
     """``sum`` | ``macro`` | ``success`` | ``curriculum`` (spec §8); all behind the format gate."""
     curriculum_boundaries: tuple[float, float] = (1 / 3, 2 / 3)
@@ -91,11 +114,12 @@ class RLRunConfig:
     beta: float = 0.0
     """KL coefficient; the paper drops the KL term (no reference model)."""
     epsilon: float = 0.2
-    """Lower clip range of the importance ratio."""
+    """Lower clip range of the importance ratio (DAPO §3.1: 0.2)."""
     epsilon_high: float = 0.28
-    """Upper clip range (clip-higher, DAPO's 0.28); must exceed ``epsilon``."""
+    """Upper clip range (clip-higher, DAPO §3.1: 0.28); must exceed ``epsilon``."""
     loss_type: str = "dapo"
-    """TRL loss aggregation: ``dapo`` (token-level, default), ``grpo``, ``dr_grpo``, ``bnpo``…"""
+    """TRL loss aggregation: ``dapo`` (token-level, DAPO §3.3; required by ``algorithm: dapo``), ``grpo``,
+    ``dr_grpo``, ``bnpo``…"""
     scale_rewards: str = "group"
     """Advantage scaling: ``group`` | ``batch`` | ``none``."""
     temperature: float | None = None
@@ -111,7 +135,9 @@ class RLRunConfig:
     token_ids: Literal["canonical", "sampled"] = "canonical"
     """Recorded assistant ids: ``canonical`` (re-tokenised text) or ``sampled`` (backend ids)."""
     faults: Any = None
-    """A ``star_lib.travel.faults.FaultConfig`` (or its dict) for tool-failure injection; None: none."""
+    """``FaultConfig`` (or its dict) for the *training* rollouts' tools; None: a clean environment."""
+    eval_faults: Any = None
+    """``FaultConfig`` (or its dict) for the held-out evaluation's tools; None: a clean environment."""
     seed: int = 0
     """Seed for data order, sampling and fault injection."""
     bf16: bool | None = None
@@ -165,15 +191,42 @@ class RLRunConfig:
             raise ValueError("time_budget_s must be > 0 or None")
         if self.learning_rate is not None and not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
-        if isinstance(self.faults, dict):
-            from star_lib.travel.faults import FaultConfig
-
-            self.faults = FaultConfig(**self.faults)
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm {self.algorithm!r} is unknown; choose one of {ALGORITHMS}")
+        if self.algorithm == "dapo" and self.loss_type != "dapo":
+            raise ValueError(
+                f"DAPO trains with the token-level loss: set loss_type: dapo (got {self.loss_type!r}) "
+                "or choose algorithm: grpo"
+            )
+        self._coerce_nested()
         self.curriculum_boundaries = tuple(self.curriculum_boundaries)  # type: ignore[assignment]
         if self.reward == "curriculum":
             from star_lib.rewards import validate_boundaries
 
             validate_boundaries(self.curriculum_boundaries)
+
+    def _coerce_nested(self) -> None:
+        """Turn dict values of the nested configs into their dataclasses (and fill the defaults)."""
+        from star_lib.train.arpo import ARPOConfig
+        from star_lib.train.dapo import DAPOConfig
+        from star_lib.travel.faults import FaultConfig
+
+        for name, kind, default in (
+            ("faults", FaultConfig, False),
+            ("eval_faults", FaultConfig, False),
+            ("dapo", DAPOConfig, True),
+            ("arpo", ARPOConfig, True),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, dict):
+                unknown = sorted(set(value) - set(kind.__dataclass_fields__))
+                if unknown:
+                    raise ValueError(f"{name}: unknown {kind.__name__} fields {unknown}")
+                setattr(self, name, kind(**value))
+            elif value is None and default:
+                setattr(self, name, kind())
+            elif value is not None and not isinstance(value, kind):
+                raise ValueError(f"{name} must be a {kind.__name__} or a dict of its fields, got {value!r}")
 
     def _pick(self, name: str) -> Any:
         value = getattr(self, name)
@@ -190,7 +243,12 @@ class RLRunConfig:
         return self.prompts_per_step * self.group_size
 
     def rollout_config(self, *, seed_offset: int = 0) -> RolloutConfig:
-        """Build the episode settings (shared with evaluation)."""
+        """Build the episode settings (shared with evaluation).
+
+        Episode ``i`` of a batch seeds its fault injector with ``faults.seed + seed × SEED_STRIDE +
+        seed_offset + i``: the stride keeps the streams of runs with neighbouring seeds apart (with a plain
+        ``seed + offset`` run 5's first call would replay run 4's episodes shifted by one).
+        """
         from star_lib.agent.config import RolloutConfig
 
         return RolloutConfig(
@@ -200,7 +258,7 @@ class RLRunConfig:
             eval_mode=self.eval_mode,
             reward=self.reward if self.reward != "curriculum" else "sum",  # the episode's logged reward
             token_ids=self.token_ids,
-            seed=self.seed + seed_offset,
+            seed=self.seed * SEED_STRIDE + seed_offset,
         )
 
     @classmethod
@@ -472,46 +530,52 @@ def make_rollout_func(
     policy_factory: PolicyFactory | None = None,
     tools: Any = None,
     rollout_log: RolloutLog | None = None,
+    state: RolloutState | None = None,
 ) -> Callable[[list[Any], Any], dict[str, Any]]:
     """Build TRL's ``rollout_func(prompts, trainer) -> dict``: one full episode per prompt.
 
     Args:
-        cfg: the run config (episode limits, faults, group size, reward).
+        cfg: the run config (algorithm, episode limits, faults, group size, reward).
         world: the database behind tools and evaluator.
-        policy_factory: ``(trainer, cfg) -> Policy``; defaults to :func:`default_policy` (the trained model).
+        policy_factory: ``(trainer, cfg) -> Policy``; defaults to :func:`default_policy` (the trained model;
+            for ARPO :func:`star_lib.train.arpo.entropy_policy`, which also returns entropies).
         tools: tools to use instead of the world's registry (tests).
         rollout_log: where sample episodes go (``rollouts_per_step`` of them per call).
+        state: the counters behind the RNG streams (saved with checkpoints; see :mod:`star_lib.train.resume`).
 
     """
-    factory = policy_factory or default_policy
-    calls = {"n": 0}
+    from star_lib.train.resume import RolloutState
+
+    state = state if state is not None else RolloutState()
+    if policy_factory is None:
+        from star_lib.train.arpo import entropy_policy
+
+        policy_factory = entropy_policy if cfg.algorithm == "arpo" else default_policy
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
-        from star_lib.agent.rollout import run_episodes, trl_rollout_output
+        from star_lib.agent.rollout import trl_rollout_output
 
         start = time.perf_counter()
-        groups = group_ids(prompts, cfg.group_size)
-        queries = [query_from_prompt(p) for p in prompts]
         step = int(trainer.state.global_step)
-        rollout_cfg = cfg.rollout_config(seed_offset=calls["n"] * len(prompts))
-        calls["n"] += 1
+        call = state.calls
+        state.calls += 1
+        rollout_cfg = cfg.rollout_config(seed_offset=call * len(prompts))
         with _generation_mode(trainer):
-            policy = factory(trainer, cfg)
-            episodes = run_episodes(
-                policy,
-                queries,
-                world,
-                rollout_cfg,
-                cfg.faults,
-                group_ids=groups,
-                tools=tools,
-                tokenizer=trainer.processing_class,
-            )
+            policy = policy_factory(trainer, cfg)
+            episodes, metrics = _run_rollouts(cfg, policy, prompts, world, rollout_cfg, call, trainer, tools)
         output = mask_truncated_episodes(trl_rollout_output(episodes), episodes)
         output.pop("episode", None)  # not a reward input; keeps TRL's per-row merge cheap
         output.pop("reward", None)  # the trainer's reward functions recompute it (curriculum needs progress)
-        output["progress"] = [step / max(1, cfg.max_steps)] * len(episodes)
-        metrics = episode_metrics(episodes)
+        progress = min(1.0, step / max(1, cfg.max_steps))
+        output["progress"] = [progress] * len(episodes)
+        output["model_tokens"] = [sum(mask) for mask in output["env_mask"]]  # overlong shaping input
+        metrics.update(episode_metrics(episodes))
+        if cfg.reward == "curriculum":
+            from star_lib.rewards import CURRICULUM_STAGES, curriculum_stage
+
+            stage = curriculum_stage(progress, cfg.curriculum_boundaries)
+            metrics["curriculum/stage"] = float(CURRICULUM_STAGES.index(stage))
+            metrics["curriculum/progress"] = progress
         metrics["time/rollout_s"] = time.perf_counter() - start
         _log_metrics(trainer, metrics)
         if rollout_log is not None and cfg.rollouts_per_step:
@@ -521,11 +585,69 @@ def make_rollout_func(
     return rollout_func
 
 
+def _run_rollouts(
+    cfg: RLRunConfig,
+    policy: Any,
+    prompts: list[Any],
+    world: Any,
+    rollout_cfg: RolloutConfig,
+    call: int,
+    trainer: Any,
+    tools: Any,
+) -> tuple[list[Episode], dict[str, float]]:
+    """Run the batch's episodes: one per prompt (GRPO, DAPO) or G per group with branching (ARPO)."""
+    groups = group_ids(prompts, cfg.group_size)
+    if cfg.algorithm != "arpo":
+        from star_lib.agent.rollout import run_episodes
+
+        queries = [query_from_prompt(p) for p in prompts]
+        episodes = run_episodes(
+            policy,
+            queries,
+            world,
+            rollout_cfg,
+            cfg.faults,
+            group_ids=groups,
+            tools=tools,
+            tokenizer=trainer.processing_class,
+        )
+        return episodes, {}
+    import numpy as np
+
+    from star_lib.train.arpo import ARPOStats, run_arpo_episodes
+
+    stats = ARPOStats()
+    episodes = run_arpo_episodes(
+        policy,
+        [query_from_prompt(p) for p in prompts[:: cfg.group_size]],
+        world,
+        rollout_cfg,
+        cfg.arpo,
+        cfg.group_size,
+        np.random.default_rng([cfg.seed, call, 0xA490]),
+        faults=cfg.faults,
+        tools=tools,
+        tokenizer=trainer.processing_class,
+        stats=stats,
+    )
+    return episodes, stats.metrics()
+
+
 def make_reward_funcs(cfg: RLRunConfig) -> list[Callable[..., list[float]]]:
-    """Return the reward function: ``cfg.reward`` of :mod:`star_lib.rewards` (format gate included)."""
+    """Return the reward functions of the run.
+
+    ``cfg.reward`` of :mod:`star_lib.rewards` (format gate included), plus DAPO's soft overlong punishment
+    on model tokens when ``algorithm == "dapo"`` and ``dapo.overlong_shaping`` is on.
+    """
     from star_lib.rewards import trl_reward
 
-    return [trl_reward(cfg.reward, cfg.curriculum_boundaries)]
+    funcs = [trl_reward(cfg.reward, cfg.curriculum_boundaries)]
+    if cfg.algorithm == "dapo" and cfg.dapo.overlong_shaping:
+        from star_lib.train.dapo import overlong_reward
+
+        max_tokens, buffer = cfg.dapo.overlong_limits(int(cfg._pick("max_context_tokens")))
+        funcs.append(overlong_reward(max_tokens, buffer, cfg.dapo.overlong_penalty))
+    return funcs
 
 
 # ───────────────────────────── evaluation ─────────────────────────────
@@ -543,8 +665,18 @@ def evaluate_policy(policy: Any, queries: Sequence[Any], world: Any, rollout_cfg
     return episodes, metrics
 
 
+def _greedy_policy(model: Any, tokenizer: Any) -> Any:
+    from star_lib.agent.policies import SamplingParams, TransformersPolicy
+
+    return TransformersPolicy(model, tokenizer, SamplingParams(temperature=0.0), batch_size=16)
+
+
 class HeldOutEvalCallback:
-    """Greedy evaluation on held-out queries every ``eval_steps`` and at the end (stage ``eval``)."""
+    """Greedy evaluation on held-out queries every ``eval_steps`` and at the end (stage ``eval``).
+
+    Tools run under ``cfg.eval_faults`` (independent of the training rollouts' ``cfg.faults``). The policy is
+    the trained model, decoding greedily, unless ``policy_factory(model, tokenizer)`` builds another (tests).
+    """
 
     def __init__(
         self,
@@ -553,9 +685,11 @@ class HeldOutEvalCallback:
         world: Any,
         metrics: MetricsLog,
         rollout_log: RolloutLog | None = None,
+        policy_factory: Callable[[Any, Any], Any] | None = None,
     ) -> None:
         self.cfg, self.queries, self.world = cfg, list(queries), world
         self.metrics, self.rollout_log = metrics, rollout_log
+        self.policy_factory = policy_factory or _greedy_policy
         self.trainer: Any = None
         self.done_steps: set[int] = set()
 
@@ -577,17 +711,15 @@ class HeldOutEvalCallback:
 
     def run(self, step: int) -> dict[str, float]:
         """Evaluate now (once per step) and log the metrics."""
-        from star_lib.agent.policies import SamplingParams, TransformersPolicy
-
         if step in self.done_steps or self.trainer is None:
             return {}
         self.done_steps.add(step)
         start = time.perf_counter()
         with _generation_mode(self.trainer) as model:
-            policy = TransformersPolicy(
-                model, self.trainer.processing_class, SamplingParams(temperature=0.0), batch_size=16
+            policy = self.policy_factory(model, self.trainer.processing_class)
+            episodes, metrics = evaluate_policy(
+                policy, self.queries, self.world, self.cfg.rollout_config(), faults=self.cfg.eval_faults
             )
-            episodes, metrics = evaluate_policy(policy, self.queries, self.world, self.cfg.rollout_config())
         metrics["eval/seconds"] = time.perf_counter() - start
         self.metrics.append("eval", step, metrics)
         if self.rollout_log is not None:
@@ -625,64 +757,129 @@ def make_grpo_trainer(
     tools: Any = None,
     world: Any = None,
     metrics: MetricsLog | None = None,
+    state: RolloutState | None = None,
+    callbacks: Sequence[Any] = (),
+    eval_policy_factory: Callable[[Any, Any], Any] | None = None,
 ) -> GRPOTrainer:
-    """Build the ``trl.GRPOTrainer`` with our rollout function, rewards, logging and held-out evaluation."""
+    """Build the trainer: ``trl.GRPOTrainer`` (DAPO: with dynamic sampling) + rollouts, rewards, logging.
+
+    Args:
+        cfg: The run config.
+        policy_factory: ``(trainer, cfg) -> Policy`` for the rollouts (tests inject scripted policies).
+        tools: Tools to use instead of the world's registry.
+        world: The world, when already loaded.
+        metrics: The metrics log (default: ``<output_dir>/metrics.parquet``).
+        state: Rollout RNG-stream counters (a resumed run passes the checkpoint's).
+        callbacks: Extra ``transformers.TrainerCallback`` objects.
+        eval_policy_factory: ``(model, tokenizer) -> Policy`` for the held-out evaluation (default: greedy).
+
+    """
     from trl import GRPOTrainer
 
     from star_lib.train.metrics import MetricsLog, ParquetMetricsCallback, TimeBudgetCallback
     from star_lib.train.models import load_model_and_tokenizer
+    from star_lib.train.resume import RolloutState, RolloutStateCallback
     from star_lib.travel.world import World
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL 1.16
     out = Path(cfg.output_dir)
     world = world if world is not None else World.load(cfg.world)
     metrics = metrics if metrics is not None else MetricsLog(out / "metrics.parquet")
+    state = state if state is not None else RolloutState()
     rollout_log = RolloutLog(out / "rollouts.parquet")
     model, tokenizer = load_model_and_tokenizer(cfg.preset, path=cfg.model_path)
-    callbacks: list[Any] = [ParquetMetricsCallback(metrics, stage="rl")]
+    hooks: list[Any] = [ParquetMetricsCallback(metrics, stage="rl"), RolloutStateCallback(state), *callbacks]
     if cfg.time_budget_s is not None:
-        callbacks.append(TimeBudgetCallback(cfg.time_budget_s))
+        hooks.append(TimeBudgetCallback(cfg.time_budget_s))
     evaluator = None
     if cfg.eval_data:
         evaluator = HeldOutEvalCallback(
-            cfg, read_queries(cfg.eval_data, cfg.eval_limit), world, metrics, rollout_log
+            cfg,
+            read_queries(cfg.eval_data, cfg.eval_limit),
+            world,
+            metrics,
+            rollout_log,
+            policy_factory=eval_policy_factory,
         )
-        callbacks.append(evaluator.callback())
-    trainer = GRPOTrainer(
+        hooks.append(evaluator.callback())
+    trainer_class: Any = GRPOTrainer
+    if cfg.algorithm == "dapo":
+        from star_lib.train.dapo import dapo_trainer_class
+
+        trainer_class = dapo_trainer_class()
+    trainer = trainer_class(
         model=model,
         reward_funcs=make_reward_funcs(cfg),
         args=build_grpo_config(cfg),
         train_dataset=prompt_dataset(read_queries(cfg.data)),
         processing_class=tokenizer,
-        callbacks=callbacks,
+        callbacks=hooks,
         rollout_func=make_rollout_func(
-            cfg, world, policy_factory=policy_factory, tools=tools, rollout_log=rollout_log
+            cfg, world, policy_factory=policy_factory, tools=tools, rollout_log=rollout_log, state=state
         ),
     )
+    if cfg.algorithm == "dapo":
+        trainer.max_refill_rounds = cfg.dapo.max_refill_rounds
     if evaluator is not None:
         evaluator.trainer = trainer
     trainer.star_metrics = metrics  # type: ignore[attr-defined]
     trainer.star_rollouts = rollout_log  # type: ignore[attr-defined]
+    trainer.star_state = state  # type: ignore[attr-defined]
     return trainer
 
 
 def _save_config(cfg: RLRunConfig, out: Path) -> None:
     import yaml
 
-    data = asdict(cfg)
-    data["faults"] = asdict(cfg.faults) if cfg.faults is not None else None
+    data = asdict(cfg)  # nested dataclasses (faults, dapo, arpo) become dicts
     data["curriculum_boundaries"] = list(cfg.curriculum_boundaries)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump({"rl": data}, sort_keys=False), encoding="utf-8")
 
 
-def run_rl(cfg: RLRunConfig, *, policy_factory: PolicyFactory | None = None, tools: Any = None) -> RLResult:
-    """Run GRPO and save the final model under ``output_dir/model``."""
+def run_rl(
+    cfg: RLRunConfig,
+    *,
+    policy_factory: PolicyFactory | None = None,
+    tools: Any = None,
+    resume: bool | str | Path = False,
+    callbacks: Sequence[Any] = (),
+    eval_policy_factory: Callable[[Any, Any], Any] | None = None,
+) -> RLResult:
+    """Run GRPO / DAPO / ARPO and save the final model under ``output_dir/model``.
+
+    Args:
+        cfg: The run config.
+        policy_factory: ``(trainer, cfg) -> Policy`` for the rollouts (default: the trained model).
+        tools: Tools to use instead of the world's registry.
+        resume: ``True``: continue from the last checkpoint under ``output_dir``; a path: from that
+            checkpoint. Data order, RNG streams and logs continue as if the run had never stopped.
+        callbacks: Extra ``transformers.TrainerCallback`` objects.
+        eval_policy_factory: ``(model, tokenizer) -> Policy`` for the held-out evaluation (default: greedy).
+
+    Raises:
+        FileNotFoundError: When ``resume`` is set and there is no checkpoint.
+
+    """
+    from star_lib.train.resume import checkpoint_step, find_checkpoint, load_rollout_state, trim_run_logs
+
     out = Path(cfg.output_dir)
+    checkpoint = state = None
+    if resume:
+        checkpoint = find_checkpoint(out if resume is True else Path(resume))
+        state = load_rollout_state(checkpoint)
+        trim_run_logs(out, checkpoint_step(checkpoint))
     _save_config(cfg, out)
-    trainer = make_grpo_trainer(cfg, policy_factory=policy_factory, tools=tools)
+    trainer = make_grpo_trainer(
+        cfg,
+        policy_factory=policy_factory,
+        tools=tools,
+        state=state,
+        callbacks=callbacks,
+        eval_policy_factory=eval_policy_factory,
+    )
     start = time.monotonic()
-    trainer.train()
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     seconds = time.monotonic() - start
     model_dir = out / "model"
     trainer.save_model(str(model_dir))
