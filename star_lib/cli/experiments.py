@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 
@@ -124,7 +123,3 @@ def _status(args: argparse.Namespace) -> int:
     else:
         Console(width=200).print(render_status(statuses, title=f"star status {folder.name}"))
     return 1 if any(s.state == "failed" for s in statuses) else 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(0)

@@ -20,9 +20,9 @@ from typing import Any
 
 import polars as pl
 
-from star_lib.experiments.config import AXES, ConfigError, ExperimentConfig
+from star_lib.experiments.config import ConfigError, ExperimentConfig
 from star_lib.experiments.io import read_yaml
-from star_lib.experiments.runner import CACHE_DIRNAME, read_run_record
+from star_lib.experiments.runner import read_run_record
 
 AXIS_SCHEMA: dict[str, Any] = {
     "model": pl.String,
@@ -368,11 +368,3 @@ def paper_reference() -> pl.DataFrame:
 def with_reference(results: Results) -> pl.DataFrame:
     """Our rows and the paper's in one table (``source`` tells them apart)."""
     return pl.concat([results.frame, paper_reference()], how="vertical")
-
-
-def cache_folder(root: str | os.PathLike[str] = "runs") -> Path:
-    """Return the stage cache under a runs folder (skipped by :func:`load_results`)."""
-    return Path(root) / CACHE_DIRNAME
-
-
-__all__ = ["AXES", "Results", "load_results", "paper_reference", "with_reference"]
