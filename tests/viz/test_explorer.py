@@ -1,0 +1,185 @@
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import polars as pl
+import pytest
+
+from star_lib.agent import ExpertPolicy, RolloutConfig, run_episodes
+from star_lib.synth import synthesize
+from star_lib.synth.config import SynthConfig
+from star_lib.train.rl import RolloutLog
+from star_lib.travel.evaluate import evaluate_plan
+from star_lib.travel.faults import FaultConfig, FaultInjector
+from star_lib.travel.tools import ToolRegistry
+from star_lib.travel.world import World
+from star_lib.viz import explorer as ex
+from star_lib.viz.explorer import FAIL, PASS, TrajectoryExplorer
+
+
+@pytest.fixture(scope="module")
+def world():
+    return World.synthetic(seed=0, scale="small")
+
+
+@pytest.fixture(scope="module")
+def expert_episodes(world):
+    queries = synthesize(world, SynthConfig(n=8, seed=1, splits=(1.0, 0.0, 0.0))).records
+    return run_episodes(
+        ExpertPolicy(), queries, world, RolloutConfig(), FaultConfig(failure_rate=0.3, seed=0)
+    )
+
+
+@pytest.fixture(scope="module")
+def rl_rollouts(expert_episodes, tmp_path_factory):
+    """A rollouts.parquet written by the RL stage's own writer (with the conversations)."""
+    path = tmp_path_factory.mktemp("rl") / "rollouts.parquet"
+    log = RolloutLog(path)
+    log.append(1, "train", expert_episodes[:4])
+    log.append(2, "eval", expert_episodes[4:])
+    return path
+
+
+def test_explorer_runner_rollouts_selecting_an_episode_updates_the_verdicts(noise_runs):
+    explorer = TrajectoryExplorer.from_results(noise_runs)
+    assert set(explorer.run.options) == {
+        f"noise-tiny/{p.name}" for p in (noise_runs / "noise-tiny").iterdir() if p.is_dir()
+    }
+    run = next(r for r in explorer.run.options if "fail=0.1" in r)
+    explorer.select(run=run)
+    frame = pl.read_parquet(noise_runs / run / "rollouts.parquet")
+    assert len(explorer.episode.options) == frame.height
+    failed = next(i for i, r in enumerate(frame.iter_rows(named=True)) if not r["final_pass"])
+    passed = next(i for i, r in enumerate(frame.iter_rows(named=True)) if r["final_pass"])
+    explorer.select(episode=passed)
+    passed_view = explorer.verdict_view.value
+    assert "verdict-fail" not in passed_view and "verdict-pass" in passed_view
+    explorer.select(episode=failed)
+    assert explorer.verdict_view.value != passed_view
+    failed_checks = [k for k in frame.columns if k.startswith(("cs/", "hard/")) and frame[k][failed] is False]
+    assert explorer.verdict_view.value.count("verdict-fail") == len(failed_checks)
+    assert f"#{failed}" in explorer.header_view.value and "failed" in explorer.header_view.value
+    assert "No transcript stored" in explorer.turn_view.value  # the eval stage keeps no messages
+
+
+def test_explorer_failure_filter_narrows_the_episode_list(noise_runs):
+    explorer = TrajectoryExplorer.from_results(noise_runs)
+    run = next(r for r in explorer.run.options if "fail=0.1" in r)
+    frame = pl.read_parquet(noise_runs / run / "rollouts.parquet")
+    explorer.select(run=run, failure="turn limit")
+    expected = [i for i, t in enumerate(frame["termination"]) if t == "turn_limit"]
+    assert [v for _, v in explorer.episode.options] == expected
+    assert f"{len(expected)} of {frame.height} episodes" in explorer.count.value
+    explorer.select(failure="passed")
+    assert all(frame["final_pass"][v] for _, v in explorer.episode.options)
+    explorer.select(failure="hard/valid_room_type")
+    if not explorer.episode.options:
+        assert "No episode matches" in explorer.header_view.value
+
+
+def test_explorer_steps_through_turns_of_a_real_rl_rollouts_file(rl_rollouts, expert_episodes):
+    explorer = TrajectoryExplorer(rl_rollouts)
+    explorer.select(failure="tool faults")
+    assert explorer.episode.options, "30 % failures should hit some episode"
+    index = explorer.episode.value
+    turns = explorer.transcript()
+    assert len(turns) == expert_episodes[index].turns
+    assert explorer.turn.max == len(turns) - 1
+    if explorer.row()["termination"] == "answer":
+        assert turns[-1].kind == "answer" and turns[-1].observation is None
+    fault_turn = next(t.index for t in turns if t.observation_kind == "injected failure")
+    explorer.select(turn=fault_turn)
+    assert "[injected failure]" in explorer.turn_view.value
+    explorer.step(+1)
+    assert explorer.turn.value == fault_turn + 1
+    explorer.select(turn=explorer.turn.max)
+    explorer.step(+1)
+    assert explorer.turn.value == explorer.turn.max  # stays inside the episode
+    assert "turn 1 of" not in explorer.turn_view.value
+
+
+def test_explorer_from_episodes_shows_reasons_and_colours_the_failing_day(world, expert_episodes):
+    ep = next(e for e in expert_episodes if e.report.final_pass and e.query.days >= 3)
+    day = next(i for i, d in enumerate(ep.plan) if d.breakfast != "-" and "from" not in d.current_city)
+    other = next(i for i, d in enumerate(ep.plan) if i != day and d.breakfast != "-")
+    broken = list(ep.plan)
+    broken[day] = dataclasses.replace(broken[day], breakfast=f"Nowhere Diner, {broken[day].current_city}")
+    bad = dataclasses.replace(ep, plan=tuple(broken), report=evaluate_plan(ep.query, broken, world))
+    explorer = TrajectoryExplorer.from_episodes({"expert": [ep], "broken": [bad]})
+    assert "verdict-fail" not in explorer.verdict_view.value
+    explorer.select(run="broken")
+    verdicts = ex.episode_verdicts(explorer.row())
+    failing = [v for v in verdicts if v.passed is False]
+    assert failing and all(v.reason for v in failing)
+    assert {v.days for v in failing} == {(day + 1,)}  # every reason names the broken day
+    assert any(v.passed is False for v in ex.cell_verdicts(verdicts, day + 1, "breakfast"))
+    assert all(v.passed is not False for v in ex.cell_verdicts(verdicts, other + 1, "breakfast"))
+    plan_html = explorer.plan_view.value
+    assert f"background:{FAIL}" in plan_html and f"background:{PASS}" in plan_html
+    assert "Nowhere Diner" in plan_html and "invalid in the sandbox" in explorer.verdict_view.value
+
+
+def test_explorer_injected_failure_pattern_matches_every_fault_message(world):
+    tools = FaultInjector(ToolRegistry(world), FaultConfig(failure_rate=1.0, seed=3))
+    messages = {tools.call("SearchCity", {"state": world.states[0]}).text for _ in range(60)}
+    assert len(messages) >= 4
+    assert all(ex._observation_kind("tool", m) == "injected failure" for m in messages)
+    normal = ToolRegistry(world).call("SearchCity", {"state": world.states[0]}).text
+    assert ex._observation_kind("tool", normal) == "ok"
+
+
+def test_explorer_parse_transcript_marks_format_errors():
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "plan a trip"},
+        {"role": "assistant", "content": "no tags at all"},
+        {"role": "tool", "content": "Format error: expected one <think>…</think> block. Reply again."},
+        {
+            "role": "assistant",
+            "content": '<think>ok</think><tool_call>{"name": "SearchCity", "arguments": '
+            '{"state": "X"}}</tool_call>',
+        },
+        {"role": "tool", "content": "Cities in X: A."},
+    ]
+    turns = ex.parse_transcript(messages)
+    assert [t.kind for t in turns] == ["format_error", "tool_call"]
+    assert turns[0].observation_kind == "format error" and turns[1].action == 'SearchCity {"state": "X"}'
+    assert turns[1].think == "ok" and turns[1].observation_kind == "ok"
+
+
+def test_explorer_display_bundle_has_widget_and_snapshot(rl_rollouts):
+    explorer = TrajectoryExplorer(rl_rollouts)
+    bundle = explorer._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/html"] == explorer.html() and 'class="star-plan"' in bundle["text/html"]
+
+
+def test_explorer_no_rollouts_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="no rollouts to explore"):
+        TrajectoryExplorer(tmp_path)
+    with pytest.raises(FileNotFoundError, match="neither a rollouts.parquet"):
+        TrajectoryExplorer(tmp_path / "missing")
+
+
+def test_explorer_failure_types_cover_the_row():
+    row = {
+        "final_pass": False,
+        "plan": None,
+        "termination": "turn_limit",
+        "malformed": True,
+        "format_errors": 2,
+        "faults": json.dumps({"failure": 1}),
+        "cs/is_not_absent": False,
+        "hard/valid_cost": None,
+    }
+    assert ex.failure_types(row) == {
+        "all",
+        "failed",
+        "no plan",
+        "turn limit",
+        "malformed",
+        "format errors",
+        "tool faults",
+        "cs/is_not_absent",
+    }
