@@ -81,10 +81,11 @@ FAILURE_FILTERS: tuple[str, ...] = (
 """Episode filters: everything, final pass / fail, a termination or error kind, or one failed check."""
 _INJECTED_FAILURE = re.compile(
     r"^Error: (.+ (service temporarily unavailable|request timed out|rate limit exceeded"
-    r"|internal server error)"
-    r"|connection to the .+ service was reset).*Please retry\.$",
+    r"|internal server error)|connection to the .+ service was reset)",
     re.S,
 )
+"""The fault injector's service errors (``star_lib.travel.faults``); the compact protocol keeps their first
+clause, so the pattern does not need the trailing "Please retry."."""
 _THINK = re.compile(r"<think>(.*?)</think>", re.S)
 _DAY = re.compile(r"\bday (\d+)\b", re.I)
 
@@ -115,18 +116,43 @@ class Turn:
 def _observation_kind(role: str, text: str) -> str:
     if role == "user":
         return "prompt"
-    if text.startswith("Format error:"):
+    if text.lower().startswith("format error:"):
         return "format error"
     if _INJECTED_FAILURE.match(text.strip()):
         return "injected failure"
-    if text.startswith(("Error", "error")):
+    if text.lower().startswith("error"):
         return "tool error"
     return "ok"
 
 
+def _turn_parsers() -> list[Any]:
+    """Return the agent's turn parsers: ReAct first, then the compact protocol where this checkout has it."""
+    from star_lib.agent.protocol import parse_turn
+
+    parsers = [parse_turn]
+    try:
+        from star_lib.agent.compact import parse_turn as parse_compact
+    except ImportError:  # pragma: no cover - the compact protocol is optional
+        return parsers
+    return [*parsers, parse_compact]
+
+
+def parse_any_turn(text: str) -> Any:
+    """Parse an assistant turn with the first protocol that accepts it (ReAct's error when none does)."""
+    from star_lib.agent.protocol import FormatError
+
+    first = None
+    for parse in _turn_parsers():
+        parsed = parse(text)
+        if not isinstance(parsed, FormatError):
+            return parsed
+        first = first or parsed
+    return first
+
+
 def parse_transcript(messages: Sequence[Mapping[str, Any]]) -> list[Turn]:
-    """Split a conversation into turns with the agent protocol's own parser (``star_lib.agent.protocol``)."""
-    from star_lib.agent.protocol import FinalAnswer, FormatError, parse_turn
+    """Split a conversation into turns with the agent's own parsers (ReAct or compact protocol)."""
+    from star_lib.agent.protocol import FinalAnswer, FormatError
 
     turns: list[Turn] = []
     msgs = list(messages)
@@ -134,7 +160,7 @@ def parse_transcript(messages: Sequence[Mapping[str, Any]]) -> list[Turn]:
         if message.get("role") != "assistant":
             continue
         text = str(message.get("content") or "")
-        parsed = parse_turn(text)
+        parsed = parse_any_turn(text)
         think_match = _THINK.search(text)
         think = think_match.group(1).strip() if think_match else ""
         if isinstance(parsed, FormatError):

@@ -183,3 +183,24 @@ def test_explorer_failure_types_cover_the_row():
         "tool faults",
         "cs/is_not_absent",
     }
+
+
+def test_explorer_reads_compact_protocol_transcripts(world, expert_episodes):
+    compact = pytest.importorskip("star_lib.agent.compact")
+    queries = [ep.query for ep in expert_episodes[:3]]
+    episodes = run_episodes(
+        compact.CompactExpert(),
+        queries,
+        world,
+        compact.compact_rollout_config(max_turns=30),
+        FaultConfig(failure_rate=0.3, seed=0),
+    )
+    explorer = TrajectoryExplorer.from_episodes({"compact": episodes})
+    for index, ep in enumerate(episodes):
+        turns = explorer.transcript(index)
+        assert len(turns) == ep.turns
+        assert not [t for t in turns if t.kind == "format_error"]  # compact calls parse as calls
+        shown = sum(t.observation_kind == "injected failure" for t in turns)
+        replaced = sum(t.kind == "tool_call" and t.observation_kind == "prompt" for t in turns)
+        # every injected failure is marked, except on a call whose result the context-limit prompt replaced
+        assert ep.faults.get("failure", 0) - replaced <= shown <= ep.faults.get("failure", 0)
