@@ -1,0 +1,119 @@
+"""``star report``: executed notebooks, offline HTML, figures, index, and the failure summary."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from star_lib.cli import main
+from star_lib.reports import ReportConfig, build_reports, select_notebooks
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def test_reports_write_every_file_and_an_index(report):
+    reports, index, cfg = report
+    out = Path(cfg.out_dir)
+    assert [r.name for r in reports] == [p.stem for p in sorted(NOTEBOOKS.glob("*.ipynb"))]
+    page = index.read_text()
+    for r in reports:
+        assert (out / f"{r.name}.ipynb").is_file() and (out / f"{r.name}.html").is_file()
+        assert f'href="{r.name}.html"' in page and f'href="{r.name}.ipynb"' in page
+        assert r.summary and r.summary.replace("'", "&#x27;")[:60] in page
+        assert r.figures and all((out / "figures" / f"{f}.png").is_file() for f in r.figures)
+        assert f'src="figures/{r.figures[0]}.png"' in page
+    assert f"{len(reports)} of {len(reports)} notebooks ran without error" in page
+
+
+def test_reports_html_is_self_contained(report):
+    reports, _, _ = report
+    for r in reports:
+        page = r.html.read_text()
+        assert not re.search(r"<script[^>]+src=", page), r.name  # no script loads from anywhere
+        assert not re.search(r"<link[^>]+href=[\"']https?:", page), r.name
+        assert "data:image/png;base64," in page
+        assert "Traceback" not in page
+
+
+def test_reports_select_notebooks_by_number_or_name(tmp_path):
+    assert [p.stem for p in select_notebooks(NOTEBOOKS, ["04", "01_reward_design"])] == [
+        "01_reward_design",
+        "04_data_difficulty",
+    ]
+    with pytest.raises(FileNotFoundError, match="matches no notebook"):
+        select_notebooks(NOTEBOOKS, ["42"])
+    with pytest.raises(FileNotFoundError, match="no NN_name.ipynb"):
+        select_notebooks(tmp_path)
+
+
+def _notebook(path: Path, code: str) -> None:
+    nb = new_notebook(
+        cells=[
+            new_markdown_cell(f"# {path.stem}"),
+            new_code_cell('results_dir = "runs"\nscale = "tiny"', metadata={"tags": ["parameters"]}),
+            new_code_cell(code),
+        ]
+    )
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(path))
+
+
+def test_reports_failure_names_the_notebook_and_cell(tmp_path, capsys):
+    notebooks = tmp_path / "nb"
+    notebooks.mkdir()
+    _notebook(
+        notebooks / "01_fine.ipynb", "from star_lib.viz.charts import show_verdict\nshow_verdict('all good')"
+    )
+    _notebook(notebooks / "02_broken.ipynb", "x = 1\nraise RuntimeError('boom in the second notebook')")
+    code = main(
+        [
+            "report",
+            "--notebooks",
+            str(notebooks),
+            "--out",
+            str(tmp_path / "out"),
+            "--results-dir",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
+    assert code == 1
+    printed = capsys.readouterr().out
+    assert "02_broken" in printed and "RuntimeError: boom in the second notebook" in printed
+    # cell 2 of the source notebook; In [3] because papermill's injected parameters ran as In [2]
+    assert re.search(r"02_broken\s+failed in cell 2 \(In \[3\]\): RuntimeError", printed)
+    index = (tmp_path / "out" / "index.html").read_text()
+    assert "failed in cell 2 (In [3]): RuntimeError: boom" in index
+    assert "all good" in index and "1 of 2 notebooks ran" in index
+    assert (tmp_path / "out" / "02_broken.html").is_file()  # the failed notebook is still published
+
+
+def test_reports_config_rejects_bad_values():
+    with pytest.raises(ValueError, match="scale"):
+        ReportConfig(scale="huge")
+    with pytest.raises(ValueError, match="launch"):
+        ReportConfig(launch="cloud")
+
+
+def test_reports_only_runs_the_selected_notebooks(tmp_path):
+    notebooks = tmp_path / "nb"
+    notebooks.mkdir()
+    _notebook(notebooks / "01_a.ipynb", "print(results_dir)")
+    _notebook(notebooks / "02_b.ipynb", "raise SystemExit('must not run')")
+    reports, index = build_reports(
+        ReportConfig(
+            notebooks_dir=str(notebooks),
+            out_dir=str(tmp_path / "out"),
+            results_dir="somewhere",
+            only=("1",),
+            progress=False,
+        )
+    )
+    assert [r.name for r in reports] == ["01_a"] and reports[0].ok
+    executed = nbformat.read(str(reports[0].executed), as_version=4)
+    assert "somewhere" in executed.cells[-1].outputs[0].text  # the parameter was injected
+    assert not (tmp_path / "out" / "02_b.ipynb").exists()
