@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         from star_lib.train.rl import RLRunConfig, run_rl
 
         values["curriculum_boundaries"] = tuple(values.get("curriculum_boundaries") or (1 / 3, 2 / 3))
-        run_rl(RLRunConfig(**values))
+        resume = any((Path(values["output_dir"]) / "checkpoints").glob("checkpoint-*"))
+        run_rl(RLRunConfig(**values), resume=resume)
     return 0
 
 

@@ -708,8 +708,14 @@ def run_rl_stage(cfg: RLStageConfig, inputs: Mapping[str, Path], out: Path) -> d
     }
     if "algorithm" in {f.name for f in dataclasses.fields(RLRunConfig)}:
         values["algorithm"] = cfg.algorithm
-    _train(RLRunConfig(**values), out, "rl", run_rl)
+    # a requeued job finds the checkpoints its previous attempt saved in this work folder and continues
+    _train(RLRunConfig(**values), out, "rl", lambda run_cfg: run_rl(run_cfg, resume=has_checkpoint(out)))
     return {}
+
+
+def has_checkpoint(out: Path) -> bool:
+    """Return True when a training run in ``out`` saved a checkpoint (``checkpoints/checkpoint-<step>``)."""
+    return any((out / "checkpoints").glob("checkpoint-*"))
 
 
 QA_POLICIES: tuple[str, ...] = ("model", "baseline")
