@@ -155,8 +155,8 @@ class WorldStageConfig:
     source: str = "synthetic"
     """``synthetic`` (seeded generator) or ``csv`` (official TravelPlanner CSVs in ``csv_dir``)."""
     scale: str = "small"
-    """Synthetic world size: ``tiny`` | ``small`` | ``full`` (``small`` is the smallest that synthesis can
-    draw every difficulty from: the ``tiny`` world has no route of the needed shapes)."""
+    """Synthetic world size: ``tiny`` | ``small`` | ``full`` (``small`` by default: the ``tiny`` world offers too
+    few routes for varied SFT/test splits of every difficulty)."""
     data_seed: int = 0
     """Seed of the synthetic world."""
     csv_dir: str | None = None
