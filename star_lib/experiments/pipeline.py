@@ -155,7 +155,7 @@ class WorldStageConfig:
     source: str = "synthetic"
     """``synthetic`` (seeded generator) or ``csv`` (official TravelPlanner CSVs in ``csv_dir``)."""
     scale: str = "small"
-    """Synthetic world size: ``tiny`` | ``small`` | ``full`` (``small`` by default: the ``tiny`` world offers too
+    """Synthetic world size: ``tiny`` | ``small`` | ``full`` (default ``small``: the ``tiny`` world has too
     few routes for varied SFT/test splits of every difficulty)."""
     data_seed: int = 0
     """Seed of the synthetic world."""
