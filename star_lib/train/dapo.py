@@ -311,9 +311,12 @@ class DynamicSamplingMixin:
         dataset = self.train_dataset
         rng = np.random.default_rng([int(self.args.seed), int(self.state.global_step), 7919])
         order = [int(i) for i in rng.permutation(len(dataset))]
-        fresh = [i for i in order if str(dataset[i]["prompt"]) not in seen] or order
-        start = (round_ - 1) * n_prompts
-        chosen = [fresh[(start + k) % len(fresh)] for k in range(n_prompts)]
+        fresh = [i for i in order if str(dataset[i]["prompt"]) not in seen]
+        # unseen prompts first; a small dataset falls back to reusing prompts, rotating with the round
+        stale = [i for i in order if i not in set(fresh)]
+        shift = (round_ - 1) * n_prompts % max(1, len(stale))
+        pool = fresh + stale[shift:] + stale[:shift]
+        chosen = [pool[k % len(pool)] for k in range(n_prompts)]
         for i in chosen:
             seen.add(str(dataset[i]["prompt"]))
         rows = [dict(dataset[i]) for i in chosen for _ in range(group)]

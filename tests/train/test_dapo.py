@@ -206,3 +206,47 @@ def test_dapo_one_step_runs_and_changes_the_weights(rl_dir, tmp_path):
     for key in ("dapo/refill_rounds", "dapo/dropped_groups", "dapo/kept_groups", "dapo/filler_rows"):
         assert row[key] is not None, key
     assert row["dapo/dropped_groups"] == 0 and row["rewards/overlong_reward/mean"] == 0.0
+
+
+def _fake_rank(rank: int, world_size: int, rewards, group: int = 2):
+    """A stand-in trainer on rank ``rank`` of ``world_size`` (only what the dynamic-sampling helpers read)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from star_lib.train.dapo import DynamicSamplingMixin
+
+    fake = SimpleNamespace(
+        num_generations=group,
+        accelerator=SimpleNamespace(process_index=rank, num_processes=world_size),
+        train_dataset=[{"prompt": f"q{i}"} for i in range(10)],
+        args=SimpleNamespace(seed=3),
+        state=SimpleNamespace(global_step=5),
+        _star_rewards=torch.tensor(rewards, dtype=torch.float32).unsqueeze(1),
+        reward_weights=torch.ones(1),
+    )
+    fake._refill_inputs = DynamicSamplingMixin._refill_inputs.__get__(fake)
+    fake._local_keep_rows = DynamicSamplingMixin._local_keep_rows.__get__(fake)
+    return fake
+
+
+def test_dapo_decisions_are_the_same_on_every_rank():
+    # 4 groups of 2 spread over 2 ranks (4 rows each); groups 0 and 3 are all-equal
+    rewards = [1.0, 1.0, 0.0, 1.0, 0.5, 0.0, 0.2, 0.2]
+    keeps, refills = [], []
+    for rank in (0, 1):
+        fake = _fake_rank(rank, 2, rewards)
+        counts = {"dropped": 0, "kept": 0, "generated": 0}
+        keeps.append(fake._local_keep_rows(4, counts))
+        assert counts == {"dropped": 2, "kept": 2, "generated": 4}  # every rank counts the global batch
+        refills.append(fake._refill_inputs(4, 1, {"q0", "q1"}))
+    assert keeps == [[2, 3], [0, 1]]  # rank 0 keeps group 1, rank 1 keeps group 2
+    rows = [r["prompt"] for part in refills for r in part]  # the ranks' slices form one global choice
+    assert len(rows) == 8 and rows[::2] == rows[1::2]  # whole groups of G=2
+    assert not {"q0", "q1"} & set(rows) and len(set(rows)) == 4  # fresh prompts, no repeats
+    again = [
+        r["prompt"]
+        for part in (_fake_rank(k, 2, rewards)._refill_inputs(4, 1, {"q0", "q1"}) for k in (0, 1))
+        for r in part
+    ]
+    assert again == rows  # seeded by (seed, step): reproducible after a resume
