@@ -444,7 +444,7 @@ def run_sft_stage(cfg: SFTStageConfig, inputs: Mapping[str, Path], out: Path) ->
     checkpoints = sorted((out / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
     values = {"progress": False, **cfg.options}
     run_cfg = SFTRunConfig(
-        data=str(_sft_rows_with_tool_lists(inputs["sft_data"], out)),
+        data=str(inputs["sft_data"]),
         output_dir=str(out),
         preset=cfg.model,
         resume_from_checkpoint=str(checkpoints[-1]) if checkpoints else None,
@@ -452,30 +452,6 @@ def run_sft_stage(cfg: SFTStageConfig, inputs: Mapping[str, Path], out: Path) ->
     )
     _train(run_cfg, out, "sft", run_sft)
     return {}
-
-
-def _sft_rows_with_tool_lists(path: Path, out: Path) -> Path:
-    """Return the teacher's SFT rows with ``tools`` as a list of schemas.
-
-    ``star_lib.agent.teacher`` writes ``tools`` as a JSON string while ``star_lib.train.sft`` reads a list;
-    until the two agree, this decodes the string form (rows already holding a list pass unchanged).
-    """
-    rows = []
-    changed = False
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        if isinstance(row.get("tools"), str):
-            row["tools"] = json.loads(row["tools"])
-            changed = True
-        rows.append(row)
-    if not changed:
-        return path
-    target = out / CHECKPOINT_DIR / "sft_data.jsonl"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    return target
 
 
 def _train(run_cfg: Any, out: Path, stage: str, run_fn: Callable[[Any], Any]) -> None:

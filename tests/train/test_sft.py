@@ -187,6 +187,13 @@ def test_sft_read_rows_keeps_tools_as_json_and_reads_folders(sft_file: Path, sft
     assert load_sft_dataset(sft_file).column_names == ["messages", "tools"]
 
 
+def test_sft_read_rows_accepts_tools_as_the_json_string_star_teacher_writes(tmp_path: Path, sft_rows):
+    path = tmp_path / "teacher.jsonl"
+    rows = [{**row, "tools": json.dumps(row["tools"])} for row in sft_rows]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [json.loads(r["tools"]) for r in read_sft_rows(path)] == [r["tools"] for r in sft_rows]
+
+
 @pytest.mark.parametrize(
     ("row", "match"),
     [
@@ -196,6 +203,7 @@ def test_sft_read_rows_keeps_tools_as_json_and_reads_folders(sft_file: Path, sft
         ({"messages": [{"role": "assistant", "content": None}]}, "string 'content'"),
         ({"messages": [{"role": "assistant", "content": "", "tool_calls": [{}]}]}, "raw text"),
         ({"messages": [{"role": "assistant", "content": "x"}], "tools": {"a": 1}}, "list of function"),
+        ({"messages": [{"role": "assistant", "content": "x"}], "tools": "[{oops"}, "not JSON"),
     ],
 )
 def test_sft_read_rows_errors_name_file_and_line(tmp_path: Path, row, match):
