@@ -72,7 +72,10 @@ class RolloutStateCallback(TrainerCallback):
 
 
 def find_checkpoint(path: str | Path) -> Path:
-    """Return the checkpoint to resume from: ``path`` itself, or the last one under a run folder.
+    """Return the checkpoint to resume from: ``path`` itself, or the last complete one under a run folder.
+
+    Complete means the trainer's state and ``star_state.json`` are both there (a process killed between the
+    two writes leaves a checkpoint without our state; the one before it is used instead).
 
     Args:
         path: A ``checkpoint-<step>`` folder, a run folder (with ``checkpoints/``) or its ``checkpoints/``.
@@ -81,16 +84,17 @@ def find_checkpoint(path: str | Path) -> Path:
         FileNotFoundError: When no checkpoint exists, saying where it looked.
 
     """
-    from transformers.trainer_utils import get_last_checkpoint
-
     folder = Path(path)
     if (folder / "trainer_state.json").is_file():
         return folder
     for candidate in (folder / "checkpoints", folder):
-        if candidate.is_dir():
-            last = get_last_checkpoint(str(candidate))
-            if last is not None and (Path(last) / "trainer_state.json").is_file():
-                return Path(last)
+        saved = sorted(
+            (p for p in candidate.glob("checkpoint-*") if (p / "trainer_state.json").is_file()),
+            key=lambda p: int(p.name.rsplit("-", 1)[-1]) if p.name.rsplit("-", 1)[-1].isdigit() else -1,
+        )
+        complete = [p for p in saved if (p / STATE_FILE).is_file()]  # a kill can land between the two writes
+        if complete or saved:
+            return (complete or saved)[-1]
     raise FileNotFoundError(
         f"no checkpoint under {folder}: a run saves one every save_steps steps into <run>/checkpoints/; "
         "start without resume, or lower save_steps"

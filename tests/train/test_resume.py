@@ -200,3 +200,18 @@ def test_resume_cli_flag_continues_the_run(rl_dir, tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["steps"] == 2 and summary["algorithm"] == "dapo"
     assert (tmp_path / "run" / "checkpoints" / "checkpoint-2" / "star_state.json").is_file()
+
+
+def test_resume_picks_the_last_complete_checkpoint(tmp_path):
+    from star_lib.train.resume import STATE_FILE, find_checkpoint
+
+    for step, complete in ((2, True), (10, True), (11, False)):
+        folder = tmp_path / "checkpoints" / f"checkpoint-{step}"
+        folder.mkdir(parents=True)
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+        if complete:
+            (folder / STATE_FILE).write_text('{"calls": 1}')
+    assert find_checkpoint(tmp_path) == tmp_path / "checkpoints" / "checkpoint-10"  # numeric order, complete
+    assert (
+        find_checkpoint(tmp_path / "checkpoints" / "checkpoint-11").name == "checkpoint-11"
+    )  # explicit wins
