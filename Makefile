@@ -1,10 +1,10 @@
-# STAR lab kit — the two commands of the README, plus helpers.
+# STAR lab kit — the two commands of the README (`make test`, `make demo`), plus helpers.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo install lab lint bench clean
+.PHONY: test demo install system-deps lab lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -18,11 +18,18 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP)
+# Debian packages the integration tests start (real Slurm + MariaDB, headless Chromium); root only, idempotent.
+system-deps:
+	bash scripts/install_debian_packages.sh slurm chrome
+
+test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)
 	$(BIN)/star demo
+
+lab: $(STAMP)
+	$(BIN)/star lab
 
 lint: $(STAMP)
 	$(BIN)/ruff check star_lib tests benchmarks
@@ -30,6 +37,9 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_tools.py
 	$(BIN)/python benchmarks/bench_eval.py
+	$(BIN)/python benchmarks/bench_synth.py
+	$(BIN)/python benchmarks/bench_search.py
+	$(BIN)/python benchmarks/bench_rollout.py
 
 clean:
 	rm -rf $(VENV) data runs .pytest_cache
