@@ -75,11 +75,18 @@ def _report(args: argparse.Namespace) -> int:
     return 1
 
 
-def register_kernel(name: str = KERNEL_NAME, display_name: str = "STAR lab (Python)") -> str:
-    """Install this interpreter as a Jupyter kernel under ``sys.prefix``; returns the kernelspec folder."""
+def register_kernel(
+    name: str = KERNEL_NAME, display_name: str = "STAR lab (Python)", prefix: str | None = None
+) -> str:
+    """Install this interpreter as a Jupyter kernel under ``prefix`` (default ``sys.prefix``: the venv).
+
+    Returns:
+        The kernelspec folder.
+
+    """
     from ipykernel.kernelspec import install
 
-    return install(kernel_name=name, display_name=display_name, prefix=sys.prefix)
+    return install(kernel_name=name, display_name=display_name, prefix=prefix or sys.prefix)
 
 
 def _lab(args: argparse.Namespace) -> int:
