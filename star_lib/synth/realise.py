@@ -146,7 +146,7 @@ def missing_mentions(record: QueryRecord, text: str) -> list[str]:
     if not _has(_people_pattern(record.people_number), text):
         missing.append("people")
     budget = int(record.budget)
-    if not _has(rf"(?<![\d,.])(?:{budget:,}|{budget})(?![\d,])", text):
+    if not _has(rf"(?<![\d,.])(?:{budget:,}|{budget})(?!\d|[,.]\d)", text):
         missing.append("budget")
     lc = record.local_constraint
     for name, value in (
