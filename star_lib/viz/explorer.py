@@ -221,6 +221,41 @@ def episode_verdicts(row: Mapping[str, Any]) -> list[Verdict]:
     return out
 
 
+def report_verdicts(report: Any) -> list[Verdict]:
+    """Return the verdicts of an :class:`~star_lib.types.EvaluationReport` (with reasons)."""
+    from dataclasses import asdict
+
+    return episode_verdicts({"report": json.dumps(asdict(report), default=str)})
+
+
+def verdict_table(verdicts: Sequence[Verdict]) -> pl.DataFrame:
+    """Return verdicts as a table: ``group``, ``check``, ``verdict`` (pass / fail / n/a), ``reason``."""
+    import polars as pl
+
+    rows = [{"group": v.group, "check": v.check, "verdict": v.word, "reason": v.reason} for v in verdicts]
+    schema = {"group": pl.String, "check": pl.String, "verdict": pl.String, "reason": pl.String}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def check_pass_rates(episodes: Mapping[str, Sequence[Any]]) -> pl.DataFrame:
+    """Return, per policy and check, the share of episodes where the check applied and passed.
+
+    A check that was not applicable (or skipped: hard checks need a complete, in-sandbox plan) does not
+    count; ``final_pass`` counts every episode.
+    """
+    import polars as pl
+
+    frames = []
+    for name, eps in episodes.items():
+        table = episodes_table(eps)
+        checks = [c for c in table.columns if c.startswith(("cs/", "hard/"))] + ["final_pass"]
+        rows = [{"policy": name, "check": c, "pass rate": table[c].cast(pl.Float64).mean()} for c in checks]
+        frames.append(
+            pl.DataFrame(rows, schema={"policy": pl.String, "check": pl.String, "pass rate": pl.Float64})
+        )
+    return pl.concat(frames).drop_nulls("pass rate") if frames else pl.DataFrame()
+
+
 def plan_days(plan: Any) -> list[dict[str, Any]]:
     """Return the plan's days as dicts (official keys) from its JSON text; [] when there is no plan."""
     if plan is None or plan == "":

@@ -204,3 +204,18 @@ def test_explorer_reads_compact_protocol_transcripts(world, expert_episodes):
         replaced = sum(t.kind == "tool_call" and t.observation_kind == "prompt" for t in turns)
         # every injected failure is marked, except on a call whose result the context-limit prompt replaced
         assert ep.faults.get("failure", 0) - replaced <= shown <= ep.faults.get("failure", 0)
+
+
+def test_explorer_verdict_table_and_check_pass_rates(world, expert_episodes):
+    ep = expert_episodes[0]
+    table = ex.verdict_table(ex.report_verdicts(ep.report))
+    assert table.columns == ["group", "check", "verdict", "reason"]
+    assert table.height == len(ep.report.commonsense) + len(ep.report.hard or {})
+    broken = list(ep.plan)
+    broken[0] = dataclasses.replace(broken[0], transportation="Teleport, from A to B")
+    bad = dataclasses.replace(ep, plan=tuple(broken), report=evaluate_plan(ep.query, broken, world))
+    rates = ex.check_pass_rates({"expert": [ep], "broken": [bad]})
+    by = {(p, c): r for p, c, r in rates.iter_rows()}
+    assert by[("expert", "final_pass")] == 1.0 and by[("broken", "final_pass")] == 0.0
+    failed = {v.check for v in ex.report_verdicts(bad.report) if v.passed is False}
+    assert failed and all(by[("broken", f"cs/{c}")] == 0.0 for c in failed if ("broken", f"cs/{c}") in by)
