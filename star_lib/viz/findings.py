@@ -43,8 +43,22 @@ IN_DOMAIN: tuple[str, ...] = (
 """TravelPlanner metrics of Table 1, in the paper's column order."""
 CURVE_METRICS: tuple[str, ...] = ("env/success", "reward", "env/faults", "env/truncation_rate", "loss")
 """Per-step metrics the noise figure plots when a run logged them (RL: success, reward, faults; SFT: loss)."""
-TOKEN_METRICS: tuple[str, ...] = ("train/num_tokens", "num_tokens", "rl/num_tokens", "sft/train_tokens")
-"""Metric names that count training tokens (TRL logs ``num_tokens``); the first present is used."""
+TOKEN_METRICS: tuple[str, ...] = (
+    "rl/final/train/num_tokens",
+    "rl/final/num_tokens",
+    "sft/final/train/num_tokens",
+    "sft/final/num_tokens",
+)
+"""Final metrics that count training tokens (the trainers' last ``num_tokens``; RL's first, then SFT's)."""
+
+
+def is_curve_metric(metric: str) -> bool:
+    """Tell whether a per-step metric is in :data:`CURVE_METRICS`, bare or under a prefix (``train/loss``)."""
+    if metric.startswith("summary/"):
+        return False
+    return any(metric == m or metric.endswith("/" + m) for m in CURVE_METRICS)
+
+
 FINDING_TITLES: dict[str, str] = {
     "reward": "Reward design (Table 1, Table 2)",
     "scale": "Model scale (Fig. 4)",
@@ -794,11 +808,11 @@ def _tokens(mine_rows: pl.DataFrame, curves: pl.DataFrame | None) -> pl.DataFram
         rows = mine_rows.filter(pl.col("metric") == metric) if mine_rows.height else mine_rows
         if rows.height:
             return rows.group_by(["model", "algorithm"]).agg(pl.col("value").mean().alias("tokens"))
-        if curves is not None and curves.height and "algorithm" in curves.columns:
-            steps = curves.filter(pl.col("metric") == metric)
-            if steps.height:
-                last = steps.group_by(["run", "model", "algorithm"]).agg(pl.col("value").max())
-                return last.group_by(["model", "algorithm"]).agg(pl.col("value").mean().alias("tokens"))
+    if curves is not None and curves.height and "algorithm" in curves.columns:
+        steps = curves.filter(pl.col("metric").str.ends_with("num_tokens"))
+        if steps.height:  # the last logged count of each run
+            last = steps.group_by(["run", "model", "algorithm"]).agg(pl.col("value").max())
+            return last.group_by(["model", "algorithm"]).agg(pl.col("value").mean().alias("tokens"))
     return pl.DataFrame(schema=schema)
 
 
@@ -896,7 +910,7 @@ def env_noise(
     if curves is not None:
         noise_curves = curves.filter(pl.col("finding") == "noise") if curves.height else curves
         wanted = (
-            noise_curves.filter(pl.col("metric").is_in(list(CURVE_METRICS)))
+            noise_curves.filter(pl.col("metric").map_elements(is_curve_metric, return_dtype=pl.Boolean))
             if noise_curves.height
             else noise_curves
         )

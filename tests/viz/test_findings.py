@@ -176,3 +176,15 @@ def test_findings_comparison_similar_uses_the_stable_tolerance():
     assert (close.outcome, far.outcome) == ("agrees", "opposite")
     sentence = verdict([close, far], have_runs=True)
     assert sentence.startswith("Partly: our runs move in the paper's direction on 1 of 2")
+
+
+def test_findings_curve_and_token_metrics_follow_the_trainers_names():
+    assert findings.is_curve_metric("train/loss") and findings.is_curve_metric("env/success")
+    assert not findings.is_curve_metric("summary/loss") and not findings.is_curve_metric("train/grad_norm")
+    rows = results(
+        {"finding": "algorithm", "algorithm": "grpo", "metric": "sft/final/train/num_tokens", "value": 10.0},
+        {"finding": "algorithm", "algorithm": "grpo", "metric": "rl/final/train/num_tokens", "value": 99.0},
+        {"finding": "algorithm", "algorithm": "grpo", "value": 0.3},
+    )
+    table = findings.algorithms(rows, "tiny").table
+    assert table.filter(pl.col("source") == "ours")["tokens"].to_list() == [99.0]  # RL's count first
