@@ -65,3 +65,10 @@ def report(results_dir, tmp_path_factory) -> tuple[list[NotebookReport], Path, R
     )
     reports, index = build_reports(cfg)
     return reports, index, cfg
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests that share the ~1-minute report execution as ``slow`` (``-m "not slow"`` skips them)."""
+    for item in items:
+        if "report" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)

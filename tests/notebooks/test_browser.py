@@ -1,9 +1,9 @@
 """Open every report page in headless Chromium: every image loads, no cell errored; screenshots are kept.
 
-Debian's ``chromium`` + ``chromium-driver`` (``scripts/install_debian_packages.sh chrome``, run by ``make test`` as root),
-driven by Selenium with the closed-network flags of ``../shared/STACK.md`` and a new empty profile. The test
-skips when Chromium is missing outside CI and fails in CI. Screenshots go to ``test-artifacts/reports/``
-(or ``$STAR_TEST_ARTIFACTS``), a folder that ignores itself in git.
+Debian's ``chromium`` + ``chromium-driver`` (``scripts/install_debian_packages.sh chrome``, run by
+``make test`` as root), driven by Selenium with the closed-network flags of ``../shared/STACK.md`` and a
+new empty profile. The test skips when Chromium is missing outside CI and fails in CI. Screenshots go to
+``test-artifacts/reports/`` (or ``$STAR_TEST_ARTIFACTS``), a folder that ignores itself in git.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ IMAGES_JS = (
 def browser() -> Iterator[object]:
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
     if missing:
-        message = f"headless Chromium missing ({missing}): run scripts/install_debian_packages.sh chrome as root"
+        message = f"headless Chromium missing ({missing}): run scripts/install_debian_packages.sh chrome"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
