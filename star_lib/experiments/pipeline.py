@@ -368,6 +368,7 @@ def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dic
             pl.Series("query_index", [start + i for i in range(len(episodes))], dtype=pl.Int64),
             pl.Series("run_reward", [reward(ep.report, ep.malformed) for ep in episodes], dtype=pl.Float64),
             pl.Series("report", [_report_json(ep.report) for ep in episodes], dtype=pl.String),
+            pl.Series("messages", [json.dumps(ep.messages, ensure_ascii=False) for ep in episodes], dtype=pl.String),
         )
         return frame
 
@@ -381,11 +382,10 @@ def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dic
         {"reward/mean": float(episodes["run_reward"].mean() or 0.0) if episodes.height else 0.0}
     )
     write_metrics(out, rows)
-    eval_cols = [c for c in episodes.columns if c not in ("report",)]
+    # eval.parquet: the flat per-episode table; rollouts.parquet adds the transcript and verdicts (explorer).
+    eval_cols = [c for c in episodes.columns if c not in ("report", "messages")]
     write_parquet_atomic(out / "eval.parquet", episodes.select(eval_cols))
-    write_parquet_atomic(
-        out / "rollouts.parquet", episodes.select(eval_cols).with_columns(pl.lit(policy_kind).alias("policy"))
-    )
+    write_parquet_atomic(out / "rollouts.parquet", episodes.with_columns(pl.lit(policy_kind).alias("policy")))
     return {"chunk_log": chunk_log, "policy": policy_kind}
 
 

@@ -165,8 +165,8 @@ def verdict(comparisons: Sequence[Comparison], *, have_runs: bool, scope: str = 
 
     Example:
         >>> c = Comparison("7B > 1.5B", FINAL, "higher", "62.8 % vs 33.1 %", our_diff=0.05)
-        >>> verdict([c], have_runs=True)[:64]
-        'Yes: our runs move in the paper's direction on 1 of 1 comparison'
+        >>> print(verdict([c], have_runs=True)[:64])
+        Yes: our runs move in the paper's direction on 1 of 1 comparison
 
     """
     if not have_runs:

@@ -60,7 +60,10 @@ def test_explorer_runner_rollouts_selecting_an_episode_updates_the_verdicts(nois
     failed_checks = [k for k in frame.columns if k.startswith(("cs/", "hard/")) and frame[k][failed] is False]
     assert explorer.verdict_view.value.count("verdict-fail") == len(failed_checks)
     assert f"#{failed}" in explorer.header_view.value and "failed" in explorer.header_view.value
-    assert "No transcript stored" in explorer.turn_view.value  # the eval stage keeps no messages
+    # The eval stage stores each transcript: stepping through turns shows the real tool calls.
+    assert "No transcript stored" not in explorer.turn_view.value
+    explorer.select(turn=1)
+    assert "Search" in explorer.turn_view.value
 
 
 def test_explorer_failure_filter_narrows_the_episode_list(noise_runs):
