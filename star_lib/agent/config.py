@@ -8,6 +8,8 @@ from typing import Literal
 from star_lib.agent.protocol import CONTEXT_LIMIT_PROMPT
 
 REWARDS: tuple[str, ...] = ("success", "macro", "sum", "none")
+PROTOCOLS: tuple[str, ...] = ("react", "compact")
+"""Turn protocols: ``react`` (:mod:`star_lib.agent.protocol`), ``compact`` (:mod:`star_lib.agent.compact`)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,10 @@ class RolloutConfig:
     """Estimate used for the context budget when the policy has no tokenizer (expert, remote teachers)."""
     seed: int = 0
     """Base seed; episode ``i`` seeds its fault injector with ``seed + i``."""
+    protocol: str = "react"
+    """Turn protocol: ``react`` (JSON tool calls, official JSON plan) or ``compact`` (short calls, one-line
+    observations, a compact plan expanded to the official one before evaluation; for tiny models, see
+    :mod:`star_lib.agent.compact`)."""
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -61,3 +67,10 @@ class RolloutConfig:
             raise ValueError(f"token_ids must be 'canonical' or 'sampled', got {self.token_ids!r}")
         if self.chars_per_token <= 0:
             raise ValueError(f"chars_per_token must be > 0, got {self.chars_per_token}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
+        if self.protocol == "compact" and not self.tools_in_system_prompt:
+            raise ValueError(
+                "the compact protocol renders no tool schemas: set tools_in_system_prompt=True "
+                "(or build the config with star_lib.agent.compact.compact_rollout_config)"
+            )

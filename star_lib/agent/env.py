@@ -90,7 +90,10 @@ class TravelEnv:
     ) -> None:
         self.world = world
         self.config = config or RolloutConfig()
+        self.protocol = turn_protocol(self.config.protocol)
         self.base_tools: Tools = tools if tools is not None else _registry(world)
+        if self.protocol is not None:  # e.g. compact observations, rendered before any fault is injected
+            self.base_tools = self.protocol.wrap_tools(self.base_tools)
         self.faults = faults
         self.tools: Tools = self.base_tools
         if faults is not None:
@@ -120,8 +123,14 @@ class TravelEnv:
         if hasattr(self.tools, "reset"):
             self.tools.reset(seed)
         cfg = self.config
-        system = cfg.system_prompt or system_prompt(self.schemas, include_tools=cfg.tools_in_system_prompt)
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user_prompt(query)}]
+        if self.protocol is not None:
+            system = cfg.system_prompt or self.protocol.system_prompt()
+            user = self.protocol.user_prompt(query)
+        else:  # the ReAct protocol
+            listed = cfg.tools_in_system_prompt
+            system = cfg.system_prompt or system_prompt(self.schemas, include_tools=listed)
+            user = user_prompt(query)
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         self._episode = Episode(
             query=query,
             messages=list(messages),
@@ -143,7 +152,7 @@ class TravelEnv:
         content = action.strip() if isinstance(action, str) else ""
         ep.messages.append({"role": "assistant", "content": content})
         ep.turns += 1
-        turn = parse_turn(content)
+        turn = (self.protocol.parse_turn if self.protocol is not None else parse_turn)(content)
         info: dict[str, Any] = {"turn": turn}
         if isinstance(turn, FormatError):
             obs = self._on_format_error(ep, turn)
@@ -206,6 +215,8 @@ class TravelEnv:
             cfg.max_format_errors and ep.format_errors >= cfg.max_format_errors
         ):
             return self._finish(Termination.MALFORMED)
+        if self.protocol is not None:
+            return [self.protocol.format_error_message(error)]
         return [format_error_message(error)]
 
     def _call_tool(self, ep: Episode, call: ToolCall, info: dict[str, Any]) -> list[dict[str, Any]]:
@@ -223,7 +234,9 @@ class TravelEnv:
         ep = self.episode
         ep.termination = termination
         self.done = True
-        if ep.answer_text is not None:
+        if ep.answer_text is not None and self.protocol is not None:
+            ep.plan, ep.plan_error = self.protocol.parse_answer(ep.answer_text, ep.query, self.world)
+        elif ep.answer_text is not None:
             ep.plan, ep.plan_error = _parse_plan(ep.answer_text, ep.query.days)
         if self.config.evaluate and self.world is not None:
             ep.report = _evaluate(ep.query, ep.plan, self.world, self.config.eval_mode)
@@ -237,6 +250,20 @@ class TravelEnv:
         info.update(termination=ep.termination, report=ep.report, plan_error=ep.plan_error)
         terminated = ep.termination in (Termination.ANSWER, Termination.MALFORMED)
         return obs, ep.reward, terminated, ep.termination.truncated, info
+
+
+def turn_protocol(name: str) -> Any:
+    """Return the turn-protocol object of ``RolloutConfig.protocol``; None for the default ReAct protocol.
+
+    A protocol object provides ``system_prompt()``, ``user_prompt(query)``, ``parse_turn(text)``,
+    ``wrap_tools(tools)``, ``format_error_message(error)`` and ``parse_answer(text, query, world)``
+    (see :class:`star_lib.agent.compact.CompactProtocol`).
+    """
+    if name == "compact":
+        from star_lib.agent.compact import COMPACT
+
+        return COMPACT
+    return None
 
 
 def _registry(world: Any) -> Tools:

@@ -92,7 +92,8 @@ def run_episodes(
     Args:
         policy: Writes the assistant turns.
         queries: One task per episode (repeat a query for several samples of it).
-        world: The database behind the tools and the evaluator.
+        world: The database behind the tools and the evaluator, or a set of worlds with
+            ``for_query(query) -> World`` (each episode then runs in its own query's world).
         cfg: Episode settings.
         faults: A ``FaultConfig``; episode ``i`` gets seed ``faults.seed + cfg.seed + i``.
         group_ids: One key per query, copied to ``Episode.group_id`` (e.g. the GRPO prompt index).
@@ -153,6 +154,8 @@ def _start(
     stats: RolloutStats,
 ) -> _Live:
     t0 = time.perf_counter()
+    if hasattr(world, "for_query"):  # many worlds: the episode runs in its query's own world
+        world = world.for_query(query)
     env = TravelEnv(world, cfg, tools=tools, faults=fault_config_for(faults, index, cfg.seed))
     env.reset(options={"query": query})
     env.episode.index = index
