@@ -1,0 +1,454 @@
+"""Lean batched sampling for small Qwen2-architecture models on CPU, with a KV cache kept across turns.
+
+``model.generate`` costs far more than the arithmetic of a 2 M-parameter model: logits processors,
+stopping criteria, cache objects and mask construction run in Python at every step, and each lockstep turn
+of an episode re-reads the whole conversation. :class:`FastPolicy` keeps only what sampling needs:
+
+- :class:`FastQwen2` runs the model's own weights (no copies, so a policy built during RL sees the current
+  parameters) in plain ``torch`` — RMSNorm, rotary embeddings, grouped-query attention with
+  ``scaled_dot_product_attention``, SiLU MLP — with one preallocated key/value cache row per conversation;
+- the cache of a conversation survives between turns: the next turn's context is compared with the
+  tokens already cached, and only the new suffix (the tool response) is prefilled;
+- finished rows leave the decoding batch (rows are regrouped when half of them are done);
+- sampling (temperature, top-p, top-k) and the log-probability of each sampled token under the processed
+  distribution, as :class:`~star_lib.agent.policies.TransformersPolicy` returns them.
+
+It implements :class:`~star_lib.agent.policies.Policy`; :func:`check_against_transformers` compares its
+logits with the Hugging Face forward.
+
+Example:
+    >>> policy = FastPolicy(model, tokenizer, SamplingParams(temperature=0.0))  # doctest: +SKIP
+    >>> episodes = run_episodes(policy, queries, world, cfg)  # doctest: +SKIP
+
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from star_lib.agent.policies import Conversation, Generation, SamplingParams
+
+
+@dataclass
+class _Layer:
+    """References to one decoder layer's weights."""
+
+    norm1: Any
+    q_w: Any
+    q_b: Any
+    k_w: Any
+    k_b: Any
+    v_w: Any
+    v_b: Any
+    o_w: Any
+    norm2: Any
+    gate: Any
+    up: Any
+    down: Any
+
+
+class FastQwen2:
+    """An inference-only forward of a ``Qwen2ForCausalLM`` over its live weights, with a per-row KV cache.
+
+    Args:
+        model: A Hugging Face Qwen2 causal LM (the ``tiny`` preset builds one).
+
+    Raises:
+        ValueError: For other architectures or sliding-window attention (use ``TransformersPolicy``).
+
+    """
+
+    def __init__(self, model: Any) -> None:
+        cfg = model.config
+        if getattr(cfg, "model_type", None) != "qwen2":
+            raise ValueError(f"FastQwen2 runs Qwen2 models, got model_type={cfg.model_type!r}")
+        if getattr(cfg, "use_sliding_window", False):
+            raise ValueError("FastQwen2 has no sliding-window attention; use TransformersPolicy")
+        base = model.model
+        self.heads = cfg.num_attention_heads
+        self.kv_heads = cfg.num_key_value_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.eps = cfg.rms_norm_eps
+        self.embed = base.embed_tokens.weight
+        self.norm = base.norm.weight
+        self.lm_head = model.lm_head.weight
+        self.inv_freq = base.rotary_emb.inv_freq
+        self.rope_scale = float(getattr(base.rotary_emb, "attention_scaling", 1.0))
+        self.layers = [
+            _Layer(
+                layer.input_layernorm.weight,
+                layer.self_attn.q_proj.weight,
+                layer.self_attn.q_proj.bias,
+                layer.self_attn.k_proj.weight,
+                layer.self_attn.k_proj.bias,
+                layer.self_attn.v_proj.weight,
+                layer.self_attn.v_proj.bias,
+                layer.self_attn.o_proj.weight,
+                layer.post_attention_layernorm.weight,
+                layer.mlp.gate_proj.weight,
+                layer.mlp.up_proj.weight,
+                layer.mlp.down_proj.weight,
+            )
+            for layer in base.layers
+        ]
+
+    def new_cache(self, rows: int, length: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Allocate an empty key/value cache: one ``(rows, kv_heads, length, head_dim)`` pair per layer."""
+        import torch
+
+        shape = (rows, self.kv_heads, length, self.head_dim)
+        dtype, device = self.embed.dtype, self.embed.device
+        # zeros, not empty: masked positions get zero attention weight, but 0 * NaN garbage would still be NaN
+        return [
+            (torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
+            for _ in self.layers
+        ]
+
+    def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+    def _rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch
+
+        freqs = positions.unsqueeze(-1).to(self.inv_freq.dtype) * self.inv_freq  # (B, N, D/2)
+        emb = torch.cat((freqs, freqs), dim=-1).unsqueeze(1)  # (B, 1, N, D)
+        return emb.cos() * self.rope_scale, emb.sin() * self.rope_scale
+
+    @staticmethod
+    def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        half = x.shape[-1] // 2
+        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+        return x * cos + rotated * sin
+
+    def forward(
+        self, ids: torch.Tensor, positions: torch.Tensor, cache: list[tuple[torch.Tensor, torch.Tensor]]
+    ) -> torch.Tensor:
+        """Run ``ids`` (B, N) at ``positions`` (B, N); their keys/values go into rows 0..B-1 of ``cache``.
+
+        A token attends to the cached positions ``<=`` its own (so rows may have different lengths, and
+        padding past a row's real end is harmless: it is overwritten before anything attends to it).
+
+        Returns:
+            The final hidden states (B, N, C), before the LM head.
+
+        """
+        import torch
+        import torch.nn.functional as F
+
+        batch, n = ids.shape
+        rows = torch.arange(batch, device=ids.device).unsqueeze(1).expand(batch, n)  # (B, N)
+        span = int(positions.max()) + 1
+        key_pos = torch.arange(span, device=ids.device)
+        mask = (key_pos.view(1, 1, 1, span) <= positions.view(batch, 1, n, 1)).contiguous()  # (B, 1, N, L)
+        cos, sin = self._rope(positions)
+        x = F.embedding(ids, self.embed)  # (B, N, C)
+        for layer, (k_cache, v_cache) in zip(self.layers, cache, strict=True):
+            h = self._rms(x, layer.norm1)
+            q = F.linear(h, layer.q_w, layer.q_b).view(batch, n, self.heads, self.head_dim).transpose(1, 2)
+            k = F.linear(h, layer.k_w, layer.k_b).view(batch, n, self.kv_heads, self.head_dim).transpose(1, 2)
+            v = F.linear(h, layer.v_w, layer.v_b).view(batch, n, self.kv_heads, self.head_dim)
+            q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
+            k_cache[rows, :, positions] = k.transpose(1, 2)  # (B, N, KV, D) into (B, KV, T, D)
+            v_cache[rows, :, positions] = v
+            att = F.scaled_dot_product_attention(
+                q, k_cache[:batch, :, :span], v_cache[:batch, :, :span], attn_mask=mask, enable_gqa=True
+            )  # (B, H, N, D)
+            x = x + F.linear(att.transpose(1, 2).reshape(batch, n, -1), layer.o_w)
+            h = self._rms(x, layer.norm2)
+            x = x + F.linear(F.silu(F.linear(h, layer.gate)) * F.linear(h, layer.up), layer.down)
+        return self._rms(x, self.norm)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Project hidden states to vocabulary logits."""
+        import torch.nn.functional as F
+
+        return F.linear(hidden, self.lm_head)
+
+
+# ───────────────────────────── the policy ─────────────────────────────
+
+
+@dataclass
+class GenerationStats:
+    """Counters of a :class:`FastPolicy` (cumulative)."""
+
+    calls: int = 0
+    """``generate`` calls."""
+    new_tokens: int = 0
+    """Sampled tokens returned (including stop tokens)."""
+    prefill_tokens: int = 0
+    """Context tokens run through the model (the rest came from the cache)."""
+    reused_tokens: int = 0
+    """Context tokens found in the cache."""
+    seconds: float = 0.0
+    """Time inside ``generate``."""
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Sampled tokens per second of ``generate`` time."""
+        return self.new_tokens / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class _Slot:
+    """Where a conversation's cache lives after a call: its row and the token ids that row holds."""
+
+    row: int
+    ids: list[int]
+
+
+class FastPolicy:
+    """Batched sampling with :class:`FastQwen2`; implements :class:`~star_lib.agent.policies.Policy`.
+
+    Args:
+        model: A Qwen2 causal LM (its live weights are used; build a new policy after loading others).
+        tokenizer: Its tokenizer (chat template, stop tokens).
+        sampling: Temperature, top-p, top-k and seed.
+        reuse_cache: Keep each conversation's cache between calls (keyed by ``Conversation.key``) and
+            prefill only the new tokens; turn off to prefill every context from scratch.
+
+    """
+
+    def __init__(
+        self, model: Any, tokenizer: Any, sampling: SamplingParams | None = None, *, reuse_cache: bool = True
+    ) -> None:
+        from star_lib.agent.policies import SamplingParams, stop_token_ids
+
+        self.model = model
+        self.tokenizer = tokenizer
+        self.sampling = sampling or SamplingParams()
+        self.engine = FastQwen2(model)
+        self.stop_ids = stop_token_ids(tokenizer)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[-1]
+        self.reuse_cache = reuse_cache
+        self.stats = GenerationStats()
+        self._cache: list[tuple[Any, Any]] | None = None
+        self._slots: dict[Any, _Slot] = {}
+
+    def reset_cache(self) -> None:
+        """Forget every cached conversation (call after the weights change)."""
+        self._cache, self._slots = None, {}
+
+    def generate(
+        self, conversations: Sequence[Conversation], *, max_new_tokens: int, seed: int | None = None
+    ) -> list[Generation]:
+        """Generate one turn per conversation in one batch.
+
+        Args:
+            conversations: The live conversations (``prompt_ids`` used when set, else the chat template).
+            max_new_tokens: Most tokens per turn.
+            seed: Seed for this call; by default ``sampling.seed`` plus the number of earlier calls.
+
+        Returns:
+            One generation per conversation, with sampled ids and their log-probabilities.
+
+        """
+        import torch
+
+        from star_lib.agent.policies import render_prompt_ids
+
+        if not conversations:
+            return []
+        start = time.perf_counter()
+        contexts = [list(c.prompt_ids or render_prompt_ids(self.tokenizer, c)) for c in conversations]
+        keys = [c.key for c in conversations]
+        if seed is None and self.sampling.seed is not None:
+            seed = self.sampling.seed + self.stats.calls
+        generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        with torch.inference_mode():
+            tokens, logprobs, order, cache = self._run(contexts, keys, max_new_tokens, generator)
+        out = [self._to_generation(tokens[i], logprobs[i]) for i in range(len(contexts))]
+        self._remember(keys, contexts, tokens, order, cache)
+        self.stats.calls += 1
+        self.stats.new_tokens += sum(len(g.token_ids or []) for g in out)
+        self.stats.seconds += time.perf_counter() - start
+        return out
+
+    # ── one batched call ──
+
+    def _reusable(self, key: Any, context: list[int]) -> tuple[int, int]:
+        """(row of the old cache, tokens of ``context`` already there) for one conversation."""
+        slot = self._slots.get(key) if self.reuse_cache else None
+        if slot is None:
+            return 0, 0
+        same = 0
+        limit = min(len(slot.ids), len(context) - 1)  # keep >= 1 token to prefill (its logits are needed)
+        while same < limit and slot.ids[same] == context[same]:
+            same += 1
+        return slot.row, same
+
+    def _run(
+        self, contexts: list[list[int]], keys: list[Any], max_new: int, generator: Any
+    ) -> tuple[list[list[int]], list[list[float]], list[int], Any]:
+        import torch
+
+        batch = len(contexts)
+        reuse = [self._reusable(k, c) for k, c in zip(keys, contexts, strict=True)]
+        kept = torch.tensor([r for _, r in reuse])
+        width = max(len(c) - r for c, (_, r) in zip(contexts, reuse, strict=True))
+        capacity = int(kept.max()) + width + max_new + 1
+        cache = self.engine.new_cache(batch, capacity)
+        if self._cache is not None and int(kept.max()) > 0:
+            rows = torch.tensor([row for row, _ in reuse])
+            span = int(kept.max())
+            for (k_new, v_new), (k_old, v_old) in zip(cache, self._cache, strict=True):
+                k_new[:, :, :span] = k_old.index_select(0, rows)[:, :, :span]
+                v_new[:, :, :span] = v_old.index_select(0, rows)[:, :, :span]
+        self.stats.reused_tokens += int(kept.sum())
+        # prefill the new suffixes, right-padded: (B, width)
+        ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
+        lengths = torch.tensor([len(c) for c in contexts])
+        for i, (context, (_, r)) in enumerate(zip(contexts, reuse, strict=True)):
+            ids[i, : len(context) - r] = torch.tensor(context[r:], dtype=torch.long)
+        self.stats.prefill_tokens += int((lengths - kept).sum())
+        positions = kept.unsqueeze(1) + torch.arange(width).unsqueeze(0)  # (B, width)
+        hidden = self.engine.forward(ids, positions, cache)
+        last = hidden[torch.arange(batch), lengths - kept - 1]  # (B, C)
+        logits = self.engine.logits(last)
+        return self._decode(logits, lengths, cache, max_new, generator)
+
+    def _decode(
+        self, logits: Any, lengths: Any, cache: Any, max_new: int, generator: Any
+    ) -> tuple[list[list[int]], list[list[float]], list[int], Any]:
+        """Sample until every row stops; finished rows move behind the active ones (``order`` tracks rows)."""
+        import torch
+
+        batch = logits.shape[0]
+        tokens: list[list[int]] = [[] for _ in range(batch)]
+        logprobs: list[list[float]] = [[] for _ in range(batch)]
+        order = list(range(batch))  # order[row] = index of the conversation whose cache is in that row
+        active = batch  # rows 0..active-1 are in the decoding batch
+        live = torch.ones(batch, dtype=torch.bool)  # (active,) rows still sampling
+        stops = torch.tensor(self.stop_ids)
+        position = lengths.clone()  # (B,) next free cache position of each row
+        for step in range(max_new):
+            token, logprob = self._sample(logits, generator)  # (active,), (active,)
+            for row in torch.nonzero(live).flatten().tolist():
+                tokens[order[row]].append(int(token[row]))
+                logprobs[order[row]].append(float(logprob[row]))
+            live &= ~torch.isin(token, stops)
+            if step + 1 >= max_new or not bool(live.any()):
+                break
+            if int(live.sum()) <= active // 2:  # regroup: live rows first; the others keep their cache
+                front = torch.cat([torch.nonzero(live).flatten(), torch.nonzero(~live).flatten()])
+                full = torch.cat([front, torch.arange(active, batch)])
+                cache = [(k.index_select(0, full), v.index_select(0, full)) for k, v in cache]
+                order = [order[int(i)] for i in full]
+                position, token = position[full], token[front]
+                active = int(live.sum())
+                live = torch.ones(active, dtype=torch.bool)
+            hidden = self.engine.forward(token[:active].unsqueeze(1), position[:active].unsqueeze(1), cache)
+            position[:active] += 1
+            logits = self.engine.logits(hidden[:, 0])  # (active, V)
+        return tokens, logprobs, order, cache
+
+    def _sample(self, logits: Any, generator: Any) -> tuple[Any, Any]:
+        """Pick one token per row and return it with its log-probability under the processed distribution."""
+        import torch
+
+        cfg = self.sampling
+        logits = logits.float()
+        if cfg.temperature == 0:
+            token = logits.argmax(-1)
+            return token, torch.log_softmax(logits, -1).gather(-1, token.unsqueeze(-1)).squeeze(-1)
+        logits = logits / cfg.temperature
+        if cfg.top_k > 0:
+            kth = torch.topk(logits, min(cfg.top_k, logits.shape[-1])).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if cfg.top_p < 1.0:
+            ordered, index = torch.sort(logits, descending=True)
+            probs = torch.softmax(ordered, -1)
+            drop = probs.cumsum(-1) - probs > cfg.top_p
+            logits = logits.scatter(-1, index, ordered.masked_fill(drop, float("-inf")))
+        logp = torch.log_softmax(logits, -1)
+        token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
+        return token, logp.gather(-1, token.unsqueeze(-1)).squeeze(-1)
+
+    def _to_generation(self, ids: list[int], logprobs: list[float]) -> Generation:
+        from star_lib.agent.policies import Generation
+
+        end = next((i for i, tok in enumerate(ids) if tok in self.stop_ids), None)
+        kept, reason = (ids, "length") if end is None else (ids[: end + 1], "stop")
+        body = kept[:-1] if reason == "stop" else kept
+        text = self.tokenizer.decode(body, skip_special_tokens=False)
+        return Generation(text=text, token_ids=kept, logprobs=logprobs[: len(kept)], finish_reason=reason)
+
+    def _remember(
+        self,
+        keys: list[Any],
+        contexts: list[list[int]],
+        tokens: list[list[int]],
+        order: list[int],
+        cache: Any,
+    ) -> None:
+        """Record which cache row holds which conversation's tokens (context + all sampled but the last)."""
+        if not self.reuse_cache:
+            return
+        row_of = {conv: row for row, conv in enumerate(order)}
+        self._cache = cache
+        self._slots = {
+            key: _Slot(row=row_of[i], ids=contexts[i] + tokens[i][:-1]) for i, key in enumerate(keys)
+        }
+
+
+# ───────────────────────────── checks and measurements ─────────────────────────────
+
+
+def check_against_transformers(model: Any, ids: Sequence[Sequence[int]]) -> float:
+    """Return the largest absolute logit difference between :class:`FastQwen2` and the HF forward.
+
+    Args:
+        model: A Qwen2 causal LM.
+        ids: Token sequences (same length or not; each is compared on its own).
+
+    """
+    import torch
+
+    engine = FastQwen2(model)
+    worst = 0.0
+    with torch.inference_mode():
+        for seq in ids:
+            x = torch.tensor([list(seq)], dtype=torch.long)
+            reference = model(input_ids=x).logits[0]  # (N, V)
+            cache = engine.new_cache(1, len(seq) + 1)
+            ours = engine.logits(engine.forward(x, torch.arange(len(seq)).unsqueeze(0), cache))[0]
+            worst = max(worst, float((reference - ours).abs().max()))
+    return worst
+
+
+def compare_generation_speed(
+    model: Any, tokenizer: Any, conversations: Sequence[Conversation], *, max_new_tokens: int = 64
+) -> dict[str, float]:
+    """Time :class:`FastPolicy` and ``TransformersPolicy`` (HF ``generate``) on the same greedy batch.
+
+    Returns:
+        ``fast_tokens_per_s``, ``hf_tokens_per_s``, ``speedup`` and the token counts of each.
+
+    """
+    from star_lib.agent.policies import SamplingParams, TransformersPolicy
+
+    greedy = SamplingParams(temperature=0.0)
+    results: dict[str, float] = {}
+    for name, policy in (
+        ("hf", TransformersPolicy(model, tokenizer, greedy, batch_size=len(conversations))),
+        ("fast", FastPolicy(model, tokenizer, greedy, reuse_cache=False)),
+    ):
+        start = time.perf_counter()
+        out = policy.generate(list(conversations), max_new_tokens=max_new_tokens)
+        seconds = time.perf_counter() - start
+        count = sum(len(g.token_ids or []) for g in out)
+        results[f"{name}_tokens"] = float(count)
+        results[f"{name}_seconds"] = seconds
+        results[f"{name}_tokens_per_s"] = count / seconds if seconds else 0.0
+    results["speedup"] = results["fast_tokens_per_s"] / max(results["hf_tokens_per_s"], 1e-9)
+    return results
