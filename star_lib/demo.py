@@ -1,0 +1,137 @@
+"""``make demo``: the tiny STAR pipeline end to end on a fresh machine, then the report notebooks.
+
+Three steps, each printed as it runs:
+
+1. **Testbed tour** — a seeded synthetic world, a few tool calls (one through the fault injector), and the
+   strict evaluator's verdict on a synthesized task's reference plan.
+2. **A small grid** through the experiment runner (``star run-grid``): world → synth → expert teacher →
+   SFT → RL → eval for each run, sharing the world, data and SFT checkpoint between runs (content-addressed
+   stage cache). Runs that are already complete are skipped, so a second ``make demo`` only re-renders.
+3. **Reports** (``star report --scale tiny``): every finding notebook executed with papermill into
+   ``reports/`` with ``reports/index.html`` linking them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_STAGES: tuple[str, ...] = ("world", "synth", "teacher", "sft", "rl", "eval")
+"""Stages of every demo run: the whole STAR pipeline (OOD QA needs a passage corpus; see ``star qa-eval``)."""
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """What ``star demo`` runs and where it writes."""
+
+    runs_dir: str = "runs"
+    """Runs folder (one sub-folder per grid)."""
+    reports_dir: str = "reports"
+    """Where the executed notebooks, HTML pages and figures go."""
+    grid: str = "reward"
+    """Finding whose tiny grid is run (reward | scale | data | difficulty | algorithm | noise)."""
+    axis_values: dict[str, tuple[Any, ...]] = field(default_factory=lambda: {"reward": ("sum", "success")})
+    """Restrict the grid's axes to these values (keeps the demo within minutes on 2 cores)."""
+    stages: tuple[str, ...] = DEFAULT_STAGES
+    """Stages of every run."""
+    seed: int = 0
+    """Seed of the world, the data and the runs."""
+    report: bool = True
+    """Execute the notebooks afterwards."""
+
+    def __post_init__(self) -> None:
+        from star_lib.experiments.grids import FINDINGS
+
+        if self.grid not in FINDINGS:
+            raise ValueError(f"grid {self.grid!r} is not a finding; choose one of {list(FINDINGS)}")
+        if not self.stages:
+            raise ValueError("stages must name at least one stage, e.g. world,synth,teacher,eval")
+
+
+def tour_testbed(seed: int = 0) -> dict[str, Any]:
+    """Build a tiny world, call a few tools (one through a failing fault injector), verify one task's plan."""
+    from star_lib.synth import SynthConfig, synthesize
+    from star_lib.travel import FaultConfig, FaultInjector, ToolRegistry, World, evaluate_plan
+
+    world = World.synthetic(seed=seed, scale="tiny")
+    tools = ToolRegistry(world)
+    state = world.states[0]
+    city = world.cities_in(state)[0]
+    calls = [("SearchCity", {"state": state}), ("SearchAccommodation", {"city": city}), ("SearchFlight", {})]
+    observations = [(name, tools.call(name, args)) for name, args in calls]
+    flaky = FaultInjector(tools, FaultConfig(failure_rate=1.0, seed=seed, sleep=False))
+    failed = flaky.call("SearchRestaurant", {"city": city})
+    observations.append(("SearchRestaurant (injected failure)", failed))
+    result = synthesize(world, SynthConfig(n=3, mix="1:0:0", seed=seed), progress=False)
+    record = result.records[0]
+    report = evaluate_plan(record, record.reference_plan, world, mode="strict")
+    return {"world": world.summary(), "observations": observations, "record": record, "report": report}
+
+
+def demo_grid(cfg: DemoConfig) -> Any:
+    """Return the tiny grid of ``cfg.grid`` restricted to ``cfg.axis_values``, with ``cfg.stages``."""
+    from star_lib.experiments.grids import base_config, factorial, finding_axes
+
+    finding = finding_axes(cfg.grid, "tiny")
+    axes = {name: list(cfg.axis_values.get(name, values)) for name, values in finding.items()}
+    base = base_config("tiny").replace(stages=list(cfg.stages))
+    return factorial(f"{cfg.grid}-tiny", base, axes, seeds=(cfg.seed,), finding=cfg.grid)
+
+
+def run_demo(cfg: DemoConfig, echo: Any = print) -> dict[str, Any]:
+    """Run the three demo steps; returns timings, run statuses and the report index path."""
+    from star_lib.experiments.runner import run_grid_local
+
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    tour = tour_testbed(cfg.seed)
+    timings["tour_s"] = time.perf_counter() - start
+    _echo_tour(tour, echo)
+
+    grid = demo_grid(cfg)
+    stages = " → ".join(cfg.stages)
+    echo(f"\n[2/3] grid {grid.name}: {len(grid)} runs × stages {stages} (into {cfg.runs_dir}/)")
+    start = time.perf_counter()
+    results = run_grid_local(grid, cfg.runs_dir)
+    timings["grid_s"] = time.perf_counter() - start
+    for result in results:
+        echo(f"  {result.status:8s} {result.name}" + (f"  {result.error}" if result.error else ""))
+
+    index = None
+    if cfg.report:
+        from star_lib.reports import ReportConfig, build_reports, describe_failure
+
+        echo(f"\n[3/3] reports: executing the notebooks into {cfg.reports_dir}/")
+        start = time.perf_counter()
+        reports, index = build_reports(
+            ReportConfig(out_dir=cfg.reports_dir, results_dir=cfg.runs_dir, scale="tiny", progress=True)
+        )
+        timings["report_s"] = time.perf_counter() - start
+        for failed in (r for r in reports if not r.ok):
+            echo(f"  FAILED {describe_failure(failed)}")
+        echo(f"  {sum(r.ok for r in reports)}/{len(reports)} notebooks ok → {index}")
+    return {"timings": timings, "runs": [(r.name, r.status) for r in results], "index": index}
+
+
+def _echo_tour(tour: dict[str, Any], echo: Any) -> None:
+    summary = tour["world"]
+    echo("[1/3] testbed tour: a seeded synthetic world (tiny)")
+    echo("  " + ", ".join(f"{k}={v}" for k, v in summary.items() if not isinstance(v, (list, dict))))
+    for name, obs in tour["observations"]:
+        first = obs.text.splitlines()[0] if obs.text else ""
+        echo(f"  {name:36s} ok={obs.ok!s:5s} {first[:90]}")
+    record, report = tour["record"], tour["report"]
+    echo(f"  synthesized task: {record.query[:110]}")
+    echo(
+        f"  its reference plan, strict evaluator: commonsense {report.commonsense_passed}/8, "
+        f"hard {report.hard_passed}/{report.hard_applicable}, final pass {report.final_pass}"
+    )
+
+
+def main_steps(stages: Sequence[str] | None) -> tuple[str, ...]:
+    """Parse a ``--stages`` value (comma list) or return the defaults."""
+    if not stages:
+        return DEFAULT_STAGES
+    return tuple(s.strip() for s in stages if s.strip())
