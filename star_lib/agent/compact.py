@@ -11,12 +11,13 @@ shape — every assistant turn is ``<think>…</think>`` and then one ``<tool_ca
   ``SearchFlight|Pellmont|Elmstead|2022-03-02``, ``SearchAccommodation|Elmstead``,
   ``GoogleDistanceMatrix|Pellmont|Elmstead|driving``; it becomes the same :class:`~star_lib.types.ToolCall`
   as the JSON form, so the real tools validate it;
-- **observation**: one short line per option, cheapest first — flights ``F6238401 93`` (number, price),
-  hotels ``Sunny Garden Loft 587 min1`` (name, nightly price, minimum nights), restaurants
-  ``Golden Olive 26`` (name, average cost), attractions by name, cities joined by ``|``, a road
-  ``cost 17``; no result reads ``none``; errors keep their first clause;
-- **note**: the ``<think>`` after a search names the choice, ``best F6238401`` (empty when nothing is
-  chosen), so the plan copies from nearby;
+- **observation**: one short line per option, cheapest first (the order stands for the prices) — flights
+  by number (``F6238401``), hotels ``Sunny Garden Loft min1`` (name, minimum nights), restaurants by name;
+  attractions by name in the database's order, cities joined by ``|``, a road ``cost 17``; no result
+  reads ``none``; errors keep their first clause;
+- **note**: the ``<think>`` after a search says what the plan will take from it (:func:`expert_note`):
+  ``F6238401``; ``Quiet Garden Loft min3;Sunny Garden Loft min1``; ``Golden Olive;Green Bistro``, so
+  the plan copies from nearby;
 - **plan**: one line per day, seven ``|``-separated fields in the official key order —
   ``city|transport|breakfast|attraction|lunch|dinner|accommodation`` — with ``A>B`` for a travel day,
   the transport a flight number, ``drive``, ``taxi`` or ``-``, items by name (``Name, City`` when the
@@ -206,13 +207,13 @@ def compact_observation(name: str, observation: Observation) -> str:
         return f"error {first.removeprefix('Error: ').strip().lower()}"
     if name == "SearchFlight":
         rows = sorted(_rows(text, 6), key=lambda r: (_number(r[1]), r[2], r[0]))
-        return "\n".join(f"{r[0]} {_int_text(r[1])}" for r in rows)
+        return "\n".join(r[0] for r in rows)
     if name == "SearchAccommodation":
         rows = sorted(_rows(text, 7), key=lambda r: (_number(r[1]), r[0]))
-        return "\n".join(f"{r[0]} {_int_text(r[1])} min{_int_text(r[4])}" for r in rows)
+        return "\n".join(f"{r[0]} min{_int_text(r[4])}" for r in rows)
     if name == "SearchRestaurant":
         rows = sorted(_rows(text, 4), key=lambda r: (_number(r[2]), r[0]))
-        return "\n".join(f"{r[0]} {_int_text(r[2])}" for r in rows)
+        return "\n".join(r[0] for r in rows)
     if name == "SearchAttraction":
         return "\n".join(r[0] for r in _rows(text, 2))
     if name == "SearchCity":
@@ -441,23 +442,41 @@ def compact_rollout_config(**overrides: Any) -> RolloutConfig:
 class _Step:
     call: ToolCall
     expect: tuple[str, ...]
-    note: str
 
 
 def compact_steps(query: QueryRecord, plan: Sequence[DayPlan]) -> list[_Step]:
-    """List the expert's calls (those of :func:`star_lib.agent.expert.plan_steps`) with compact notes."""
+    """List the expert's calls (:func:`star_lib.agent.expert.plan_steps`) and what each result must hold."""
     steps = []
     for step in plan_steps(query, plan):
-        call, expect, note = step.call, step.expect, ""
-        if call.name == "SearchFlight":
-            note = f"best {expect[0]}" if expect and _FLIGHT_NUMBER.match(expect[0]) else ""
-        elif call.name == "GoogleDistanceMatrix":
-            expect = ("cost",)
-            note = "best taxi" if call.arguments.get("mode") == "taxi" else "best drive"
-        elif call.name == "SearchAccommodation":
-            note = f"best {expect[0]}" if expect else ""
-        steps.append(_Step(call, expect, note))
+        expect = ("cost",) if step.call.name == "GoogleDistanceMatrix" else step.expect
+        steps.append(_Step(step.call, expect))
     return steps
+
+
+def expert_note(step: _Step, observation: str) -> str:
+    r"""Write the expert's note on a usable result: what the plan will take from it, in plan order.
+
+    Flights: the chosen number (the cheapest, listed first). Roads: ``drive`` or ``taxi``. Hotels: the
+    result lines copied in order down to the chosen one (``Quiet Garden Loft min3;Bright Lakeside Cabin
+    min1``), so skipping a hotel whose minimum stay is too long is a local decision. Restaurants,
+    attractions and cities: the ones used, ``;``-separated, in plan order.
+
+    >>> expert_note(_Step(ToolCall("SearchAccommodation", {"city": "X"}), ("B",)), "A min3\nB min1\nC min1")
+    'A min3;B min1'
+    """
+    name, expect = step.call.name, step.expect
+    if name == "SearchFlight":
+        return expect[0] if expect and _FLIGHT_NUMBER.match(expect[0]) else ""
+    if name == "GoogleDistanceMatrix":
+        return "taxi" if step.call.arguments.get("mode") == "taxi" else "drive"
+    if name == "SearchAccommodation" and expect:
+        lines = []
+        for line in observation.split("\n"):
+            lines.append(line.strip())
+            if line.rsplit(" ", 1)[0].strip() == expect[0]:
+                return ITEM_SEP.join(lines)
+        return expect[0]
+    return ITEM_SEP.join(expect)
 
 
 class CompactExpert:
@@ -498,7 +517,8 @@ class CompactExpert:
         steps = compact_steps(query, plan)
         position, retries = self._progress(steps, messages)
         asked_final = len(messages) > 2 and messages[-1]["role"] == "user"
-        note = steps[position - 1].note if position and not retries else ""
+        seen = messages[-1]["content"] if messages and messages[-1]["role"] == "tool" else ""
+        note = expert_note(steps[position - 1], seen) if position and not retries else ""
         if retries:
             rng = random.Random(zlib.crc32(f"{self.seed}|{query.idx}|{len(messages)}".encode()))
             note = rng.choice(("retry", "again"))

@@ -14,6 +14,7 @@ from star_lib.agent.compact import (
     compact_rollout_config,
     encode_plan,
     expand_plan,
+    expert_note,
     parse_turn,
     user_prompt,
 )
@@ -46,6 +47,15 @@ def test_compact_round_trip_reproduces_reference_plans(world: World, records: li
         plan = expand_plan(text, record, world)
         assert plan == record.reference_plan
         assert evaluate_plan(record, plan, world, "strict").final_pass
+
+
+def test_compact_expert_notes_say_what_the_plan_takes() -> None:
+    from star_lib.agent.compact import _Step
+
+    hotel = _Step(ToolCall("SearchAccommodation", {"city": "X"}), ("B",))
+    assert expert_note(hotel, "A min3\nB min1\nC min1") == "A min3;B min1"
+    food = _Step(ToolCall("SearchRestaurant", {"city": "X"}), ("P", "Q"))
+    assert expert_note(food, "P\nQ\nR") == "P;Q"
 
 
 def test_compact_expert_trajectories_pass_strict_evaluation(world: World, records: list) -> None:
@@ -91,12 +101,25 @@ def test_compact_parse_turn_accepts_calls_and_answers_and_rejects_the_rest() -> 
 def test_compact_tools_list_cheapest_first_and_keep_errors_as_data(world: World) -> None:
     tools = CompactTools(ToolRegistry(world))
     city = next(c for c in world.cities if len(world.accommodations(c)) > 1)
-    hotels = tools.call("SearchAccommodation", {"city": city})
-    prices = [int(line.split(" ")[-2]) for line in hotels.text.split("\n")]
-    assert prices == sorted(prices) and len(prices) == len(world.accommodations(city))
-    assert all(line.split(" ")[-1].startswith("min") for line in hotels.text.split("\n"))
+    hotels = tools.call("SearchAccommodation", {"city": city}).text.split("\n")
+    rows = {h.name: h for h in world.accommodations(city)}
+    names = [line.rsplit(" ", 1)[0] for line in hotels]
+    assert set(names) == set(rows) and [rows[n].price for n in names] == sorted(
+        h.price for h in rows.values()
+    )
+    assert all(
+        line.endswith(f" min{int(rows[n].minimum_nights)}") for line, n in zip(hotels, names, strict=True)
+    )
     food = tools.call("SearchRestaurant", {"city": city}).text.split("\n")
-    assert [int(x.rsplit(" ", 1)[1]) for x in food] == sorted(int(x.rsplit(" ", 1)[1]) for x in food)
+    cost = {r.name: r.average_cost for r in world.restaurants(city)}
+    assert set(food) == set(cost) and [cost[x] for x in food] == sorted(cost.values())
+    date = next(iter(world.flight_routes().items()))
+    (a, b), dates = date
+    flights = tools.call("SearchFlight", {"departure": a, "destination": b, "date": dates[0]}).text.split(
+        "\n"
+    )
+    price = {f.number: f.price for f in world.flights(a, b, dates[0])}
+    assert set(flights) == set(price) and [price[f] for f in flights] == sorted(price.values())
     missing = tools.call("SearchAccommodation", {"city": "Atlantis"})
     assert (
         not missing.ok and missing.error == "bad_arguments" and missing.text.startswith("error unknown city")
