@@ -17,7 +17,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "evaluate",  # star eval
     "synth",  # star synth
     "agent",  # star teacher | rollout
-    "train",  # star sft | rl | pipeline
+    "train",  # star sft | rl
+    "pipeline",  # star pipeline (the tiny-scale learning signal, end to end)
     "qa",  # star qa-eval
     "experiments",  # star run | submit | status
     "report",  # star report
