@@ -8,6 +8,13 @@ Modules (import them directly; this package imports nothing heavy):
   ``qwen2_5`` chat template), ``align_chat_template``.
 - :mod:`star_lib.train.warmup` — the copy-task warm-up for from-scratch models.
 - :mod:`star_lib.train.sft` — ``SFTRunConfig`` → ``run_sft`` (TRL ``SFTTrainer``, assistant-only loss).
-- :mod:`star_lib.train.rl` — ``RLRunConfig`` → ``run_rl`` (TRL ``GRPOTrainer`` + multi-turn ``rollout_func``).
+- :mod:`star_lib.train.rl` — ``RLRunConfig`` → ``run_rl`` (TRL ``GRPOTrainer`` + multi-turn ``rollout_func``;
+  ``algorithm: grpo | dapo | arpo``).
+- :mod:`star_lib.train.dapo` — DAPO's dynamic sampling (drop zero-variance groups, refill) and soft overlong
+  shaping that counts model tokens only.
+- :mod:`star_lib.train.arpo` — ARPO's entropy-based adaptive rollouts (branch after tool responses).
+- :mod:`star_lib.train.resume` — checkpoints with the rollout RNG state, so ``--resume`` replays exactly.
+- :mod:`star_lib.train.fastgen` — a lean batched sampler with a KV cache for small models (CPU rollouts).
+- :mod:`star_lib.train.pipeline` — ``star pipeline --preset tiny``: the learning signal end to end.
 - :mod:`star_lib.train.metrics` — ``metrics.parquet`` logging.
 """
