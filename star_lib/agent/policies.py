@@ -298,8 +298,15 @@ class VLLMPolicy:
         self.stop_ids = stop_token_ids(tokenizer)
         self._calls = 0
 
+    top_logprobs: int = 0
+    """Top log-probabilities vLLM returns per step (0: the sampled token only; ARPO raises it)."""
+
     def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int) -> list[Generation]:
         """Generate one turn per conversation in a single vLLM call."""
+        return [self._to_generation(c) for c in self._sample(conversations, max_new_tokens)]
+
+    def _sample(self, conversations: Sequence[Conversation], max_new_tokens: int) -> list[Any]:
+        """Run one vLLM call and return each conversation's completion (vLLM's ``CompletionOutput``)."""
         prompts = [
             {"prompt_token_ids": c.prompt_ids or render_prompt_ids(self.tokenizer, c)} for c in conversations
         ]
@@ -309,7 +316,7 @@ class VLLMPolicy:
             "top_p": self.sampling.top_p,
             "max_tokens": max_new_tokens,
             "stop_token_ids": self.stop_ids,
-            "logprobs": 0,  # the sampled token's logprob only
+            "logprobs": self.top_logprobs,  # 0: the sampled token's logprob only
             "skip_special_tokens": False,
             "seed": None if self.sampling.seed is None else self.sampling.seed + self._calls,
         }
@@ -318,7 +325,7 @@ class VLLMPolicy:
         params = self._vllm.SamplingParams(**options)
         self._calls += 1
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        return [self._to_generation(out.outputs[0]) for out in outputs]
+        return [out.outputs[0] for out in outputs]
 
     def _to_generation(self, completion: Any) -> Generation:
         ids = list(completion.token_ids)

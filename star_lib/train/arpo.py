@@ -208,28 +208,8 @@ class EntropyVLLMPolicy(VLLMPolicy):
 
     def generate(self, conversations: Sequence[Any], *, max_new_tokens: int) -> list[Generation]:
         """Generate one turn per conversation; ``logprobs=top_logprobs`` for the entropy estimate."""
-        from star_lib.agent.policies import render_prompt_ids
-
-        prompts = [
-            {"prompt_token_ids": c.prompt_ids or render_prompt_ids(self.tokenizer, c)} for c in conversations
-        ]
-        options: dict[str, Any] = {
-            "n": 1,
-            "temperature": self.sampling.temperature,
-            "top_p": self.sampling.top_p,
-            "max_tokens": max_new_tokens,
-            "stop_token_ids": self.stop_ids,
-            "logprobs": self.top_logprobs,
-            "skip_special_tokens": False,
-            "seed": None if self.sampling.seed is None else self.sampling.seed + self._calls,
-        }
-        if self.sampling.top_k > 0:
-            options["top_k"] = self.sampling.top_k
-        self._calls += 1
-        outputs = self.llm.generate(prompts, self._vllm.SamplingParams(**options), use_tqdm=False)
         result: list[Generation] = []
-        for out in outputs:
-            completion = out.outputs[0]
+        for completion in self._sample(conversations, max_new_tokens):
             base = self._to_generation(completion)
             steps = list(completion.logprobs or [])
             entropies = [
