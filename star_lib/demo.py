@@ -1,13 +1,16 @@
 """``make demo``: the tiny STAR pipeline end to end on a fresh machine, then the report notebooks.
 
-Three steps, each printed as it runs:
+Four steps, each printed as it runs:
 
 1. **Testbed tour** — a seeded synthetic world, a few tool calls (one through the fault injector), and the
    strict evaluator's verdict on a synthesized task's reference plan.
-2. **A small grid** through the experiment runner (``star run-grid``): world → synth → expert teacher →
-   SFT → RL → eval for each run, sharing the world, data and SFT checkpoint between runs (content-addressed
-   stage cache). Runs that are already complete are skipped, so a second ``make demo`` only re-renders.
-3. **Reports** (``star report --scale tiny``): every finding notebook executed with papermill into
+2. **The learning signal** (``star pipeline --preset tiny``) — world → synth → expert SFT data → SFT →
+   GRPO (SUM) → strict evaluation of the untrained, SFT and RL models on held-out queries from unseen
+   worlds (about 20 minutes on 2 cores; its table and reward curve are printed, ``summary.json`` kept).
+3. **A small grid** through the experiment runner (``star run-grid``): by default the tool-noise finding's
+   tiny grid, world → synth → eval with the programmatic expert as the policy, sharing the world and data
+   between runs (content-addressed stage cache). Complete runs are skipped on a second ``make demo``.
+4. **Reports** (``star report --scale tiny``): every finding notebook executed with papermill into
    ``reports/`` with ``reports/index.html`` linking them.
 """
 
@@ -18,8 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_STAGES: tuple[str, ...] = ("world", "synth", "teacher", "sft", "rl", "eval")
-"""Stages of every demo run: the whole STAR pipeline (OOD QA needs a passage corpus; see ``star qa-eval``)."""
+DEFAULT_STAGES: tuple[str, ...] = ("world", "synth", "eval")
+"""Stages of every demo grid run (no model stages: the policy is the expert, so the grid takes seconds;
+``--stages world,synth,teacher,sft,rl,eval`` trains the experiment runner's tiny models instead)."""
 
 
 @dataclass(frozen=True)
@@ -30,10 +34,12 @@ class DemoConfig:
     """Runs folder (one sub-folder per grid)."""
     reports_dir: str = "reports"
     """Where the executed notebooks, HTML pages and figures go."""
-    grid: str = "reward"
+    grid: str = "noise"
     """Finding whose tiny grid is run (reward | scale | data | difficulty | algorithm | noise)."""
-    axis_values: dict[str, tuple[Any, ...]] = field(default_factory=lambda: {"reward": ("sum", "success")})
-    """Restrict the grid's axes to these values (keeps the demo within minutes on 2 cores)."""
+    axis_values: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    """Restrict the grid's axes to these values (e.g. ``{"reward": ("sum", "success")}``)."""
+    pipeline: bool = True
+    """Run the learning signal (``star pipeline --preset tiny``) into ``<runs_dir>/learning_signal``."""
     stages: tuple[str, ...] = DEFAULT_STAGES
     """Stages of every run."""
     seed: int = 0
@@ -81,7 +87,7 @@ def demo_grid(cfg: DemoConfig) -> Any:
 
 
 def run_demo(cfg: DemoConfig, echo: Any = print) -> dict[str, Any]:
-    """Run the three demo steps; returns timings, run statuses and the report index path."""
+    """Run the demo steps; returns timings, the learning signal, run statuses and the report index path."""
     from star_lib.experiments.runner import run_grid_local
 
     timings: dict[str, float] = {}
@@ -90,9 +96,21 @@ def run_demo(cfg: DemoConfig, echo: Any = print) -> dict[str, Any]:
     timings["tour_s"] = time.perf_counter() - start
     _echo_tour(tour, echo)
 
+    signal = None
+    if cfg.pipeline:
+        from star_lib.train.pipeline import PipelineConfig, print_report, run_pipeline
+
+        out = f"{cfg.runs_dir}/learning_signal"
+        echo(f"\n[2/4] the learning signal: world → synth → SFT → GRPO → eval at tiny scale (into {out}/)")
+        start = time.perf_counter()
+        result = run_pipeline(PipelineConfig(out_dir=out, seed=cfg.seed), log=echo)
+        timings["pipeline_s"] = time.perf_counter() - start
+        print_report(result)
+        signal = result.final_json()
+
     grid = demo_grid(cfg)
     stages = " → ".join(cfg.stages)
-    echo(f"\n[2/3] grid {grid.name}: {len(grid)} runs × stages {stages} (into {cfg.runs_dir}/)")
+    echo(f"\n[3/4] grid {grid.name}: {len(grid)} runs × stages {stages} (into {cfg.runs_dir}/)")
     start = time.perf_counter()
     results = run_grid_local(grid, cfg.runs_dir)
     timings["grid_s"] = time.perf_counter() - start
@@ -103,7 +121,7 @@ def run_demo(cfg: DemoConfig, echo: Any = print) -> dict[str, Any]:
     if cfg.report:
         from star_lib.reports import ReportConfig, build_reports, describe_failure
 
-        echo(f"\n[3/3] reports: executing the notebooks into {cfg.reports_dir}/")
+        echo(f"\n[4/4] reports: executing the notebooks into {cfg.reports_dir}/")
         start = time.perf_counter()
         reports, index = build_reports(
             ReportConfig(out_dir=cfg.reports_dir, results_dir=cfg.runs_dir, scale="tiny", progress=True)
@@ -112,12 +130,17 @@ def run_demo(cfg: DemoConfig, echo: Any = print) -> dict[str, Any]:
         for failed in (r for r in reports if not r.ok):
             echo(f"  FAILED {describe_failure(failed)}")
         echo(f"  {sum(r.ok for r in reports)}/{len(reports)} notebooks ok → {index}")
-    return {"timings": timings, "runs": [(r.name, r.status) for r in results], "index": index}
+    return {
+        "timings": timings,
+        "learning_signal": signal,
+        "runs": [(r.name, r.status) for r in results],
+        "index": index,
+    }
 
 
 def _echo_tour(tour: dict[str, Any], echo: Any) -> None:
     summary = tour["world"]
-    echo("[1/3] testbed tour: a seeded synthetic world (tiny)")
+    echo("[1/4] testbed tour: a seeded synthetic world (tiny)")
     echo("  " + ", ".join(f"{k}={v}" for k, v in summary.items() if not isinstance(v, (list, dict))))
     for name, obs in tour["observations"]:
         first = obs.text.splitlines()[0] if obs.text else ""

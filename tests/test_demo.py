@@ -16,11 +16,13 @@ def test_demo_tour_calls_tools_injects_a_fault_and_verifies_a_reference_plan():
     assert tour["report"].final_pass
 
 
-def test_demo_grid_restricts_the_finding_and_runs_the_whole_pipeline():
+def test_demo_grid_is_a_finding_grid_restricted_to_the_given_values():
     grid = demo_grid(DemoConfig())
-    assert grid.name == "reward-tiny" and grid.finding == "reward"
+    assert grid.name == "noise-tiny" and grid.finding == "noise"
+    assert sorted(r.tool_failure_rate for r in grid.runs) == [0.0, 0.01, 0.05, 0.1]
+    assert all(tuple(r.stages) == ("world", "synth", "eval") for r in grid.runs)
+    grid = demo_grid(DemoConfig(grid="reward", axis_values={"reward": ("sum", "success")}))
     assert sorted(r.reward for r in grid.runs) == ["success", "sum"]
-    assert all(tuple(r.stages) == ("world", "synth", "teacher", "sft", "rl", "eval") for r in grid.runs)
 
 
 def test_demo_config_rejects_unknown_findings():
@@ -29,10 +31,11 @@ def test_demo_config_rejects_unknown_findings():
 
 
 def test_demo_cli_runs_the_grid_and_a_rerun_reruns_nothing(tmp_path: Path, capsys):
-    args = ["demo", "--runs", str(tmp_path / "runs"), "--stages", "world,synth", "--no-report"]
+    args = ["demo", "--runs", str(tmp_path / "runs"), "--grid", "algorithm", "--stages", "world,synth",
+            "--no-pipeline", "--no-report"]
     assert main(args) == 0
     first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert [status for _, status in first["runs"]] == ["done", "done"]
+    assert [status for _, status in first["runs"]] == ["done", "done", "done"]
     assert main(args) == 0
     second = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert [status for _, status in second["runs"]] == ["skipped", "skipped"]
+    assert [status for _, status in second["runs"]] == ["skipped", "skipped", "skipped"]

@@ -7,12 +7,13 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``star demo`` to the ``star`` parser."""
-    demo = sub.add_parser("demo", help="testbed tour + a small tiny grid through the pipeline + reports")
+    demo = sub.add_parser("demo", help="testbed tour + the tiny learning signal + a small grid + reports")
     demo.add_argument("--runs", default="runs", help="runs folder (default: runs)")
     demo.add_argument("--reports", default="reports", help="reports folder (default: reports)")
-    demo.add_argument("--grid", default="reward", help="finding whose tiny grid runs (default: reward)")
+    demo.add_argument("--grid", default="noise", help="finding whose tiny grid runs (default: noise)")
     demo.add_argument("--stages", default=None, help="comma-separated stages (default: the whole pipeline)")
     demo.add_argument("--seed", type=int, default=0, help="seed of world, data and runs")
+    demo.add_argument("--no-pipeline", action="store_true", help="skip the learning-signal pipeline")
     demo.add_argument("--no-report", action="store_true", help="skip executing the notebooks")
     demo.set_defaults(func=_demo)
 
@@ -22,18 +23,18 @@ def _demo(args: argparse.Namespace) -> int:
 
     from star_lib.demo import DemoConfig, main_steps, run_demo
 
-    overrides = {"axis_values": {}} if args.grid != "reward" else {}
     cfg = DemoConfig(
         runs_dir=args.runs,
         reports_dir=args.reports,
         grid=args.grid,
         stages=main_steps(args.stages.split(",") if args.stages else None),
         seed=args.seed,
+        pipeline=not args.no_pipeline,
         report=not args.no_report,
-        **overrides,
     )
     result = run_demo(cfg)
-    print(json.dumps({"timings": {k: round(v, 1) for k, v in result["timings"].items()},
-                      "runs": result["runs"], "index": str(result["index"])}))
+    timings = {k: round(v, 1) for k, v in result["timings"].items()}
+    summary = {"timings": timings, "learning_signal": result["learning_signal"]}
+    print(json.dumps({**summary, "runs": result["runs"], "index": str(result["index"])}))
     failed = any(status == "failed" for _, status in result["runs"])
     return 1 if failed else 0
