@@ -60,7 +60,7 @@ from star_lib.agent.protocol import (
     FinalAnswer,
     FormatError,
 )
-from star_lib.types import DayPlan, Observation, QueryRecord, ToolCall, Tools
+from star_lib.types import PLAN_KEYS, DayPlan, Observation, QueryRecord, ToolCall, Tools
 
 SYSTEM_PROMPT = "plan"
 """The whole system message (the chat template would otherwise insert a long default one)."""
@@ -70,15 +70,7 @@ FIELD_SEP = "|"
 ROUTE_SEP = ">"
 ITEM_SEP = ";"
 EMPTY = "-"
-PLAN_FIELDS: tuple[str, ...] = (
-    "current_city",
-    "transportation",
-    "breakfast",
-    "attraction",
-    "lunch",
-    "dinner",
-    "accommodation",
-)
+PLAN_FIELDS: tuple[str, ...] = PLAN_KEYS[1:]
 """The compact fields of a day, in the official key order (``days`` is the line number)."""
 ROAD_MODES: dict[str, str] = {"drive": "self-driving", "taxi": "taxi"}
 """Compact transport words → the evaluator's transport kind."""
