@@ -866,7 +866,8 @@ def print_report(result: PipelineResult, console: Any = None) -> None:
         shown = " | ".join(f"{step}: {mean:.3f} ({100 * ok:.0f} %)" for step, mean, ok in result.rl_monitor)
         n_monitor = int(result.stages.get("rl_monitor_queries", 0)) or "some"
         console.print(f"greedy mean SUM (final pass) on {n_monitor} held-out queries during GRPO — {shown}")
-    console.print("stage seconds: " + ", ".join(f"{k} {v['seconds']}" for k, v in result.stages.items()))
+    timed = {k: v["seconds"] for k, v in result.stages.items() if isinstance(v, dict) and "seconds" in v}
+    console.print("stage seconds: " + ", ".join(f"{k} {v}" for k, v in timed.items()))
 
 
 def curve_text(curve: Sequence[tuple[int, float]], points: int = 12) -> str:
