@@ -158,7 +158,7 @@ class Distance:
         return "day" not in self.duration
 
     def cost(self, mode: str) -> int | None:
-        """Cost of one vehicle: self-driving ``int(km*0.05)`` per car, taxi ``int(km)`` per taxi; None if invalid."""
+        """Return one vehicle's cost: self-driving ``int(km*0.05)``, taxi ``int(km)``; None if invalid."""
         if not self.valid:
             return None
         return int(self.km * 0.05) if mode == "driving" else int(self.km)
@@ -231,7 +231,7 @@ class DayPlan:
     accommodation: str = "-"
 
     def to_dict(self) -> dict[str, Any]:
-        """The official submission dict."""
+        """Return the official submission dict."""
         return asdict(self)
 
 
@@ -279,6 +279,7 @@ class QueryRecord:
 
         Raises:
             ValueError: naming the field that is missing or malformed.
+
         """
         missing = [k for k in ("org", "dest", "days", "date", "people_number", "budget") if k not in data]
         if missing:

@@ -27,7 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser, with every stage's subcommands that exist in this checkout."""
+    """Build the argument parser with every stage's subcommands that exist in this checkout."""
     parser = argparse.ArgumentParser(prog="star", description="STAR lab kit: the TravelPlanner RL pipeline.")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_MODULES:

@@ -368,7 +368,9 @@ def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dic
             pl.Series("query_index", [start + i for i in range(len(episodes))], dtype=pl.Int64),
             pl.Series("run_reward", [reward(ep.report, ep.malformed) for ep in episodes], dtype=pl.Float64),
             pl.Series("report", [_report_json(ep.report) for ep in episodes], dtype=pl.String),
-            pl.Series("messages", [json.dumps(ep.messages, ensure_ascii=False) for ep in episodes], dtype=pl.String),
+            pl.Series(
+                "messages", [json.dumps(ep.messages, ensure_ascii=False) for ep in episodes], dtype=pl.String
+            ),
         )
         return frame
 

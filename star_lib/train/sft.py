@@ -237,13 +237,13 @@ def _clean_row(row: Any, where: str) -> dict[str, Any]:
     if not any(m["role"] == "assistant" for m in messages):
         raise ValueError(f"{where}: no assistant message, nothing to train on")
     tools = row.get("tools") or None
-    if isinstance(tools, str):  # `star teacher` stores the schemas as a JSON string (one Arrow type per column)
+    if isinstance(tools, str):  # `star teacher` stores the schemas as JSON text (one Arrow type per column)
         try:
             tools = json.loads(tools)
         except ValueError as exc:
             raise ValueError(f"{where}: 'tools' is a string but not JSON: {exc}") from exc
     if tools is not None and not isinstance(tools, list):
-        raise ValueError(f"{where}: 'tools' must be a list of function schemas (or its JSON string)")
+        raise ValueError(f"{where}: 'tools' must be a list of function schemas (or its JSON text)")
     # A JSON string, because Arrow would merge the tools' different schemas and fill missing keys with nulls;
     # TRL json-decodes string tools before rendering.
     return {"messages": messages, "tools": json.dumps(tools)}

@@ -1,4 +1,4 @@
-"""The TravelPlanner testbed: the database (`World`), the six tools with fault injection, plans and the evaluator.
+"""The TravelPlanner testbed: the database (`World`), six tools with fault injection, plans, the evaluator.
 
 >>> from star_lib.travel import World, ToolRegistry, evaluate_plan
 >>> world = World.synthetic(seed=0, scale="tiny")

@@ -21,6 +21,7 @@ def find_database_root(folder: str | Path) -> Path:
 
     Raises:
         FileNotFoundError: when no ``clean_accommodations_2022.csv`` lies anywhere under ``folder``.
+
     """
     folder = Path(folder)
     hits = sorted(folder.rglob(ANCHOR_FILE), key=lambda p: len(p.parts))
@@ -42,6 +43,7 @@ def download_database(
 
     Raises:
         ConnectionError: when the hub cannot be reached and there is no cached copy.
+
     """
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
@@ -49,9 +51,9 @@ def download_database(
     try:
         path = snapshot_download(repo_id, repo_type="dataset", revision=revision, local_dir=local_dir)
     except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as exc:
-        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+        offline = " (HF_HUB_OFFLINE=1)" if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
         raise ConnectionError(
-            f"could not fetch dataset {repo_id!r} from the hub{' (HF_HUB_OFFLINE=1)' if offline else ''}: {exc}. "
+            f"could not fetch dataset {repo_id!r} from the hub{offline}: {exc}. "
             "Without a hub, download the official CSVs elsewhere and pass their folder to World.from_csv_dir."
         ) from exc
     return find_database_root(path)

@@ -4,7 +4,8 @@ Started once per session, only when a test asks for ``slurm_cluster``: munged (a
 ``/run/munge``), MariaDB (``--bind-address=127.0.0.1``) + slurmdbd for accounting (submitit learns job
 states from ``sacct``; without accounting a cancelled job stays UNKNOWN forever), slurmctld and slurmd, all
 state in a temporary folder. Partitions ``a100`` (default) and ``debug``. Every daemon is stopped by PID at
-the end, also when a test or the start-up fails. The Debian packages come from ``scripts/install_debian_packages.sh slurm``.
+the end, also when a test or the start-up fails. The Debian packages come from
+``scripts/install_debian_packages.sh slurm``.
 """
 
 from __future__ import annotations
@@ -264,7 +265,7 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
     """A running single-node Slurm cluster with accounting; ``SLURM_CONF`` points at it for the session."""
     missing = [d for d in DAEMONS if shutil.which(d) is None]
     if missing:
-        message = f"Slurm test cluster needs {missing}: run scripts/install_debian_packages.sh slurm (as root)"
+        message = f"Slurm test cluster needs {missing}: run scripts/install_debian_packages.sh slurm as root"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
