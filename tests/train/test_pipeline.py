@@ -33,6 +33,7 @@ def test_pipeline_worldset_runs_each_episode_in_its_own_world() -> None:
     metrics = summarize(episodes)
     assert metrics["final_pass"] == metrics["cs_micro"] == metrics["sum"] == 1.0
     assert metrics["valid_tool_calls"] == metrics["parseable_plans"] == 1.0
+    assert 0.0 < metrics["flight_legs"] <= 1.0
     wrong = WorldSet().world(99)  # the same plans judged in another world fail
     assert sum(ep.reward for ep in run_episodes(CompactExpert(), queries, wrong, cfg.rollout_config())) < 6
     with pytest.raises(ValueError, match="no idx"):
