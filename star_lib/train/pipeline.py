@@ -38,6 +38,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from star_lib.train.rl import standard_error
+
 IDX_STRIDE = 100
 """A query's ``idx`` is ``world_seed * IDX_STRIDE + k`` (k < IDX_STRIDE)."""
 MODELS: tuple[str, ...] = ("base", "sft", "rl")
@@ -415,15 +417,6 @@ def _flight_share(episodes: Sequence[Any]) -> float:
         d.transportation for ep in episodes if ep.plan for d in ep.plan if d.transportation.strip() != "-"
     ]
     return sum(leg.startswith("Flight") for leg in legs) / len(legs) if legs else 0.0
-
-
-def standard_error(values: Sequence[float]) -> float:
-    """Return the standard error of the mean (sample SD / sqrt(n)); 0 for fewer than two values."""
-    n = len(values)
-    if n < 2:
-        return 0.0
-    mean = sum(values) / n
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
 
 
 def evaluate_model(

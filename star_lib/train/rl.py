@@ -430,7 +430,7 @@ def episode_metrics(episodes: Sequence[Episode], prefix: str = "env/") -> dict[s
         "turns": mean([ep.turns for ep in episodes]),
         "model_tokens": mean([ep.model_tokens for ep in episodes]),
         "reward": mean(rewards),
-        "reward_se": _standard_error(rewards),
+        "reward_se": standard_error(rewards),
     }
     components: dict[str, list[float]] = {}
     for ep in episodes:
@@ -442,7 +442,8 @@ def episode_metrics(episodes: Sequence[Episode], prefix: str = "env/") -> dict[s
     return metrics
 
 
-def _standard_error(values: Sequence[float]) -> float:
+def standard_error(values: Sequence[float]) -> float:
+    """Return the standard error of the mean (sample SD / sqrt(n)); 0 for fewer than two values."""
     n = len(values)
     if n < 2:
         return 0.0
