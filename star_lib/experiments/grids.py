@@ -190,17 +190,32 @@ def factorial(
 # ───────────────────────────── the paper's findings ─────────────────────────────
 
 
+TINY_BASE: dict[str, Any] = {
+    "model": "tiny",
+    "rl_data_size": 100,
+    "stages": ["world", "synth", "teacher", "sft", "rl", "eval"],
+    "world": {"source": "synthetic", "scale": "small"},
+    "synth": {"n_base": 100},
+    "sft": {"max_steps": 10, "per_device_train_batch_size": 8, "logging_steps": 2, "save_steps": 5},
+    "rl": {
+        "max_steps": 4,
+        "num_generations": 2,
+        "prompts_per_step": 2,
+        "max_turns": 4,
+        "max_new_tokens": 48,
+        "save_steps": 2,
+        "rollouts_per_step": 2,
+    },
+    "eval": {"max_queries": 20, "max_turns": 4, "max_new_tokens": 48},
+}
+"""The ``tiny`` base: every training stage for a few steps on CPU (minutes per grid, not a result — the
+learning-signal recipe is ``star pipeline``); the model axis collapses to ``tiny``."""
+
+
 def base_config(scale: str) -> ExperimentConfig:
     """Return the base experiment of every finding grid at ``scale`` (``tiny`` or ``paper``)."""
     if scale == "tiny":
-        return ExperimentConfig.from_dict(
-            {
-                "model": "tiny",
-                "rl_data_size": 100,
-                "world": {"source": "synthetic", "scale": "small"},
-                "synth": {"n_base": 100},
-            }
-        )
+        return ExperimentConfig.from_dict(TINY_BASE)
     if scale == "paper":
         return ExperimentConfig.from_dict(
             {

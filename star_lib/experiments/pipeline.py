@@ -443,17 +443,17 @@ def run_sft_stage(cfg: SFTStageConfig, inputs: Mapping[str, Path], out: Path) ->
     """
     from star_lib.train.sft import SFTRunConfig, run_sft
 
-    checkpoints = sorted((out / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
     values = {"progress": False, **cfg.options}
+    resumed_from = resume_point(out)  # a requeued job continues from what its previous attempt saved here
     run_cfg = SFTRunConfig(
         data=str(inputs["sft_data"]),
         output_dir=str(out),
         preset=cfg.model,
-        resume_from_checkpoint=str(checkpoints[-1]) if checkpoints else None,
+        resume_from_checkpoint=str(out) if resumed_from else None,
         **values,
     )
     _train(run_cfg, out, "sft", run_sft)
-    return {}
+    return {"resumed_from": resumed_from}
 
 
 def _train(run_cfg: Any, out: Path, stage: str, run_fn: Callable[[Any], Any]) -> None:
@@ -686,14 +686,21 @@ def run_rl_stage(cfg: RLStageConfig, inputs: Mapping[str, Path], out: Path) -> d
     }
     if "algorithm" in {f.name for f in dataclasses.fields(RLRunConfig)}:
         values["algorithm"] = cfg.algorithm
-    # a requeued job finds the checkpoints its previous attempt saved in this work folder and continues
-    _train(RLRunConfig(**values), out, "rl", lambda run_cfg: run_rl(run_cfg, resume=has_checkpoint(out)))
-    return {}
+    resumed_from = resume_point(out)  # a requeued job continues from what its previous attempt saved here
+    _train(RLRunConfig(**values), out, "rl", lambda run_cfg: run_rl(run_cfg, resume=bool(resumed_from)))
+    return {"resumed_from": resumed_from}
 
 
-def has_checkpoint(out: Path) -> bool:
-    """Return True when a training run in ``out`` saved a checkpoint (``checkpoints/checkpoint-<step>``)."""
-    return any((out / "checkpoints").glob("checkpoint-*"))
+def resume_point(out: Path) -> str | None:
+    """Name the checkpoint a training stage in ``out`` resumes from (None: no complete one, start afresh).
+
+    The trainer writes ``trainer_state.json`` last: a job stopped while saving its first checkpoint has none.
+    """
+    if not any((out / "checkpoints").glob("checkpoint-*/trainer_state.json")):
+        return None
+    from star_lib.train.resume import find_checkpoint
+
+    return find_checkpoint(out).name
 
 
 QA_POLICIES: tuple[str, ...] = ("model", "baseline")

@@ -25,10 +25,14 @@ from transformers import TrainerCallback
 
 STATE_FILE = "star_state.json"
 """Our RNG-stream counters, saved inside each ``checkpoint-<step>`` folder."""
+COUNTERS_FILE = "star_counters.json"
+"""Running totals of the trainer that ``transformers``/TRL do not restore on resume (in each checkpoint)."""
 
 __all__ = [
+    "COUNTERS_FILE",
     "STATE_FILE",
     "RolloutState",
+    "TrainerCountersCallback",
     "RolloutStateCallback",
     "checkpoint_step",
     "find_checkpoint",
@@ -69,6 +73,39 @@ class RolloutStateCallback(TrainerCallback):
         tmp = folder / f"{STATE_FILE}.tmp{os.getpid()}"
         tmp.write_text(json.dumps(self.state.to_dict()), encoding="utf-8")
         os.replace(tmp, folder / STATE_FILE)
+
+
+class TrainerCountersCallback(TrainerCallback):
+    """Save the trainer's running totals with each checkpoint; restore them when resuming from ``checkpoint``.
+
+    Without it a resumed run restarts TRL's SFT ``num_tokens`` count at 0, and its end-of-training
+    ``train_loss`` divides only the resumed steps' losses by the whole run's step count.
+    """
+
+    def __init__(self, trainer: Any, checkpoint: str | Path | None = None) -> None:
+        self.trainer = trainer
+        file = Path(checkpoint) / COUNTERS_FILE if checkpoint is not None else None
+        self.saved = json.loads(file.read_text(encoding="utf-8")) if file and file.is_file() else {}
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Restore the totals (the trainer has just zeroed them for this process)."""
+        if self.saved:
+            self.trainer._total_train_tokens = self.saved["train_tokens"]
+            self.trainer._total_loss_scalar = self.saved["loss_sum"]
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Write ``star_counters.json`` into the checkpoint folder (main process only)."""
+        if not getattr(args, "should_save", True):
+            return
+        unlogged = getattr(self.trainer, "_tr_loss", None)  # losses since the last log
+        payload = {
+            "train_tokens": int(getattr(self.trainer, "_total_train_tokens", 0)),
+            "loss_sum": float(getattr(self.trainer, "_total_loss_scalar", 0.0))
+            + (float(unlogged.item()) if unlogged is not None else 0.0),
+        }
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / COUNTERS_FILE).write_text(json.dumps(payload), encoding="utf-8")
 
 
 def find_checkpoint(path: str | Path) -> Path:
@@ -123,11 +160,13 @@ def load_rollout_state(checkpoint: str | Path) -> RolloutState:
     return RolloutState.from_dict(json.loads(file.read_text(encoding="utf-8")))
 
 
-def trim_run_logs(run_dir: str | Path, step: int) -> dict[str, int]:
+def trim_run_logs(run_dir: str | Path, step: int, stages: tuple[str, ...] | None = None) -> dict[str, int]:
     """Drop rows written after checkpoint ``step`` (and end-of-training summaries) from the run's tables.
 
     ``metrics.parquet`` rows and evaluation episodes carry the step they follow; training episodes in
-    ``rollouts.parquet`` carry the step they were sampled at, which the *next* update consumed.
+    ``rollouts.parquet`` carry the step they were sampled at, which the *next* update consumed. With
+    ``stages``, only rows of those stages are trimmed (SFT keeps its copy warm-up's ``warmup`` rows, whose
+    steps count warm-up steps).
 
     Returns:
         Rows removed per file name.
@@ -148,6 +187,8 @@ def trim_run_logs(run_dir: str | Path, step: int) -> dict[str, int]:
         summary = [c for c in frame.columns if c.startswith("summary/")]
         if summary:
             keep = keep & pl.all_horizontal([pl.col(c).is_null() for c in summary])
+        if stages is not None and "stage" in frame.columns:
+            keep = keep | ~pl.col("stage").is_in(list(stages))
         kept = frame.filter(keep)
         removed[name] = frame.height - kept.height
         if removed[name]:

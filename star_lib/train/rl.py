@@ -862,7 +862,13 @@ def run_rl(
         FileNotFoundError: When ``resume`` is set and there is no checkpoint.
 
     """
-    from star_lib.train.resume import checkpoint_step, find_checkpoint, load_rollout_state, trim_run_logs
+    from star_lib.train.resume import (
+        TrainerCountersCallback,
+        checkpoint_step,
+        find_checkpoint,
+        load_rollout_state,
+        trim_run_logs,
+    )
 
     out = Path(cfg.output_dir)
     checkpoint = state = None
@@ -879,6 +885,7 @@ def run_rl(
         callbacks=callbacks,
         eval_policy_factory=eval_policy_factory,
     )
+    trainer.add_callback(TrainerCountersCallback(trainer, checkpoint))
     start = time.monotonic()
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     seconds = time.monotonic() - start

@@ -21,6 +21,7 @@ Run folder (``output_dir``)::
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -96,7 +97,8 @@ class SFTRunConfig:
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     """Tokenizer training options (``tiny`` built from scratch only)."""
     resume_from_checkpoint: str | None = None
-    """A ``checkpoints/checkpoint-<step>`` folder to resume from."""
+    """Resume from a ``checkpoints/checkpoint-<step>`` folder or the last complete checkpoint under a run
+    folder. Metrics logged after that step are dropped and the copy warm-up is not repeated."""
     trl_overrides: dict[str, Any] = field(default_factory=dict)
     """Extra ``trl.SFTConfig`` fields (e.g. ``{"weight_decay": 0.01}``), applied last."""
     progress: bool = True
@@ -407,24 +409,46 @@ def make_sft_trainer(cfg: SFTRunConfig, model: Any, tokenizer: Any, rows: list[d
     )
 
 
+def _resume_point(cfg: SFTRunConfig) -> Path | None:
+    """Return the checkpoint to resume from (None: a fresh run) and trim the logs written after it.
+
+    Raises:
+        FileNotFoundError: ``resume_from_checkpoint`` holds no complete checkpoint.
+
+    """
+    from star_lib.train.resume import checkpoint_step, find_checkpoint, trim_run_logs
+
+    if cfg.resume_from_checkpoint is None:
+        return None
+    checkpoint = find_checkpoint(cfg.resume_from_checkpoint)
+    if int(os.environ.get("RANK", "0")) == 0:  # under torchrun only the main process owns the logs
+        trim_run_logs(cfg.output_dir, checkpoint_step(checkpoint), stages=("sft",))
+    return checkpoint
+
+
 def run_sft(cfg: SFTRunConfig) -> SFTResult:
     """Run SFT (optionally after the copy warm-up) and save the final model under ``output_dir/model``."""
     from star_lib.train.metrics import MetricsLog, ParquetMetricsCallback, TimeBudgetCallback
+    from star_lib.train.resume import TrainerCountersCallback
     from star_lib.train.warmup import copy_warmup
 
     out = Path(cfg.output_dir)
     rows = read_sft_rows(cfg.data)
+    checkpoint = _resume_point(cfg)
     _save_config(cfg, out)
     model, tokenizer = prepare_model(cfg, rows)
     metrics = MetricsLog(out / "metrics.parquet")
-    warm = copy_warmup(model, tokenizer, cfg.copy_warmup, metrics=metrics) if cfg.copy_warmup else None
+    warm = None
+    if cfg.copy_warmup and checkpoint is None:  # a resumed run's weights come from its checkpoint
+        warm = copy_warmup(model, tokenizer, cfg.copy_warmup, metrics=metrics)
 
     callbacks: list[Any] = [ParquetMetricsCallback(metrics, stage="sft")]
     if cfg.time_budget_s is not None:
         callbacks.append(TimeBudgetCallback(cfg.time_budget_s))
     trainer = make_sft_trainer(cfg, model, tokenizer, rows, callbacks)
+    trainer.add_callback(TrainerCountersCallback(trainer, checkpoint))
     start = time.monotonic()
-    trainer.train(resume_from_checkpoint=cfg.resume_from_checkpoint)
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     seconds = time.monotonic() - start
 
     model_dir = out / "model"

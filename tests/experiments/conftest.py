@@ -285,3 +285,44 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
         else:
             os.environ["SLURM_CONF"] = previous
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def training_experiment() -> dict:
+    """An experiment through every training stage for a few steps (seconds on 2 cores).
+
+    The SFT stage checkpoints every step so a stopped job has something to resume from.
+    """
+    return {
+        "rl_data_size": 8,
+        "world": {"scale": "small"},
+        "synth": {"n_base": 30},
+        "stages": ["world", "synth", "teacher", "sft", "rl", "eval"],
+        "sft": {"max_steps": 6, "logging_steps": 1, "save_steps": 1, "save_total_limit": None},
+        "rl": {
+            "max_steps": 4,
+            "save_steps": 1,
+            "num_generations": 2,
+            "prompts_per_step": 1,
+            "max_turns": 2,
+            "max_new_tokens": 32,
+            "rollouts_per_step": 1,
+        },
+        "eval": {"max_queries": 2, "max_turns": 2, "max_new_tokens": 32},
+    }
+
+
+@pytest.fixture
+def stable_metrics():
+    """``stable_metrics(run_dir)``: a run's metrics rows without clock readings and costs."""
+    return _stable_metrics
+
+
+def _stable_metrics(run_dir: Path) -> list[dict]:
+    """A run's metrics rows without clock readings and costs (what a resumed run must reproduce)."""
+    import polars as pl
+
+    clock = ("time", "runtime", "per_second", "seconds", "cost/")
+    frame = pl.read_parquet(run_dir / "metrics.parquet")
+    stable = frame.filter(~pl.any_horizontal(pl.col("metric").str.contains(c, literal=True) for c in clock))
+    return stable.sort("stage", "step", "metric", "value", nulls_last=True).to_dicts()

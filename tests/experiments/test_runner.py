@@ -27,17 +27,17 @@ def stage_dirs(cache: Path) -> set[str]:
     return {f"{p.parent.name}/{p.name}" for p in cache.glob("*/*") if p.is_dir()}
 
 
-def test_runner_tiny_grid_gives_four_runs_and_rerun_reruns_nothing(tmp_path):
-    grid = factorial("rewards", BASE, {"reward": ["sum", "success"]}, seeds=[0, 1])
+def test_runner_tiny_grid_gives_four_runs_and_rerun_reruns_nothing(tmp_path, training_experiment):
+    grid = factorial("rewards", training_experiment, {"reward": ["sum", "success"]}, seeds=[0, 1])
     results = run_grid_local(grid, tmp_path / "runs")
     assert [r.status for r in results] == ["done"] * 4, [r.error for r in results]
 
-    # shared stages ran once: world, synth and teacher are reused by runs 2-4
+    # shared stages ran once: world, synth, teacher and SFT (none reads the reward or the seed)
     computed = [(s["stage"], s["reused"]) for r in results for s in r.stages]
-    assert computed.count(("world", False)) == 1
-    assert computed.count(("synth", False)) == 1
-    assert computed.count(("teacher", False)) == 1
-    assert computed.count(("eval", False)) == 4  # eval reads the seed and the reward axes
+    for stage in ("world", "synth", "teacher", "sft"):
+        assert computed.count((stage, False)) == 1, stage
+    assert computed.count(("rl", False)) == 4  # RL and eval read the seed and the reward axes
+    assert computed.count(("eval", False)) == 4
 
     table = load_results(tmp_path / "runs")
     assert table.runs == 4
@@ -50,6 +50,11 @@ def test_runner_tiny_grid_gives_four_runs_and_rerun_reruns_nothing(tmp_path):
         ("sum", 1),
     ]
     assert final["value"].is_between(0.0, 1.0).all()
+    steps = table.frame.filter(pl.col("metric").is_in(["sft/steps", "rl/steps"]))
+    assert sorted(set(zip(steps["metric"], steps["value"], strict=True))) == [
+        ("rl/steps", 4.0),
+        ("sft/steps", 6.0),
+    ]
     assert table.problems.height == 0
     for run in grid.runs:
         run_dir = tmp_path / "runs" / "rewards" / run.name
@@ -165,3 +170,40 @@ def _final_metrics(run_dir: Path) -> dict[str, float]:
         pl.col("metric").str.starts_with("eval/") | (pl.col("metric") == "reward/mean")
     )
     return dict(zip(frame["metric"], frame["value"], strict=True))
+
+
+def test_runner_killed_run_resumes_rl_training_from_its_checkpoint_with_equal_metrics(
+    tmp_path, training_experiment, stable_metrics
+):
+    config = {**training_experiment, "name": "train", "tool_failure_rate": 0.2}
+    cache = tmp_path / "cache"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, json.dumps(config), str(tmp_path / "g" / "train"), str(cache)]
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not list(cache.glob("rl/*.partial/checkpoints/checkpoint-2/star_state.json")):
+            assert proc.poll() is None, "RL finished before it could be killed"
+            assert time.monotonic() < deadline, "RL never saved its second checkpoint"
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+
+    resumed = run_experiment(ExperimentConfig.from_dict(config), tmp_path / "g" / "train", cache=cache)
+    assert resumed.status == "done"
+    stages = {s["stage"]: s for s in resumed.stages}
+    assert stages["sft"]["reused"] and not stages["rl"]["reused"]
+    record = json.loads((cache / "rl" / stages["rl"]["key"] / "stage.json").read_text())
+    assert record["resumed_from"] in ("checkpoint-2", "checkpoint-3")
+    log = pl.read_parquet(cache / "rl" / stages["rl"]["key"] / "train_log.parquet")
+    assert sorted(log.filter(pl.col("train/loss").is_not_null())["step"].to_list()) == [1, 2, 3, 4]
+
+    fresh = run_experiment(
+        ExperimentConfig.from_dict(config), tmp_path / "h" / "train", cache=tmp_path / "c2"
+    )
+    assert fresh.status == "done"
+    expected = stable_metrics(tmp_path / "h" / "train")
+    assert stable_metrics(tmp_path / "g" / "train") == expected
+    tokens = [r["value"] for r in expected if r["metric"] == "env/model_tokens" and r["stage"] == "rl"]
+    assert len(tokens) == 4 and len(set(tokens)) > 1  # sampled episodes differ per step: the RNG was restored

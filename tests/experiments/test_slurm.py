@@ -1,25 +1,23 @@
 """Grids on a real single-node Slurm cluster through submitit (job arrays, cancel, checkpoint + requeue).
 
-The runs execute the real stages world → synth → teacher (expert) → eval. The requeue test preempts a job
-inside the eval stage, which checkpoints every chunk of episodes; the requeued job resumes after the last
-saved chunk (RL does not exist yet in this checkout, so eval is the checkpointed stage exercised here).
+The array and cancel tests run the real stages world → synth → teacher (expert) → eval. The requeue test runs
+every training stage for a few steps and preempts the job while SFT trains: the requeued job resumes SFT from
+its last complete checkpoint and ends with the metrics of the same run submitted uninterrupted beside it.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import polars as pl
 import pytest
 
 from star_lib.cli import main as star
-from star_lib.experiments.config import ExperimentConfig
 from star_lib.experiments.grids import factorial
 from star_lib.experiments.profiles import ClusterProfile
 from star_lib.experiments.results import load_results
-from star_lib.experiments.runner import read_run_record, run_experiment, submit_grid
+from star_lib.experiments.runner import read_run_record, submit_grid
 from star_lib.experiments.status import grid_status
 
 pytestmark = pytest.mark.slurm
@@ -92,38 +90,34 @@ def test_slurm_cancelled_job_surfaces_as_failed_in_star_status(slurm_cluster, tm
     assert status.slurm_state.startswith("CANCELLED") and "CANCELLED" in status.error
 
 
-def test_slurm_requeued_job_resumes_eval_checkpoint_with_uninterrupted_metrics(slurm_cluster, tmp_path):
-    grid = factorial("requeue", SLOW, {"reward": ["macro"]})
+def test_slurm_requeued_training_job_resumes_from_its_checkpoint_with_uninterrupted_metrics(
+    slurm_cluster, tmp_path, training_experiment, stable_metrics
+):
+    grid = factorial("requeue", training_experiment, {"reward": ["macro"]})
     cache = tmp_path / "runs" / "_stages"
     [job] = submit_grid(grid, PROFILE, tmp_path / "runs")
+    [reference] = submit_grid(grid, PROFILE, tmp_path / "reference")  # the same run, never interrupted
     wait_for(
-        lambda: bool(list(cache.glob("eval/*.partial/_checkpoints/chunks/*.parquet"))),
-        90,
-        "the eval stage to checkpoint a chunk",
+        lambda: bool(list(cache.glob("sft/*.partial/checkpoints/checkpoint-2/trainer_state.json"))),
+        240,
+        "SFT to save its second checkpoint",
     )
     # submitit's signal (USR2) → checkpoint + `scontrol requeue`. The preemption variant (`_interrupt()`) also
     # sends SIGTERM, which linuxproc delivers to the whole step: it can race with and kill that scontrol.
     job._interrupt(timeout=True)
 
-    # meanwhile, the same run uninterrupted, locally, in its own cache
-    config = ExperimentConfig.from_dict(grid.runs[0].to_dict())
-    run_experiment(config, tmp_path / "local" / "requeue" / config.name, cache=tmp_path / "local" / "_stages")
-
-    outcome = job.result()
-    assert outcome["status"] == "done"
-    run_dir = tmp_path / "runs" / "requeue" / config.name
+    outcome, expected = job.result(), reference.result()
+    assert outcome["status"] == "done" and expected["status"] == "done"
+    run_dir = tmp_path / "runs" / "requeue" / grid.runs[0].name
     assert read_run_record(run_dir)["restarts"] == 1
-    eval_key = {s["stage"]: s["key"] for s in outcome["stages"]}["eval"]
-    log = json.loads((cache / "eval" / eval_key / "stage.json").read_text())["chunk_log"]
-    restarts = {entry["restart"] for entry in log}
-    starts = [entry["start"] for entry in log]
-    assert restarts == {0, 1}, log  # chunks from before and after the requeue
-    assert len(starts) == len(set(starts))  # nothing computed twice
-    assert metrics(run_dir) == metrics(tmp_path / "local" / "requeue" / config.name)
+    sft_key = {s["stage"]: s["key"] for s in outcome["stages"]}["sft"]
+    record = json.loads((cache / "sft" / sft_key / "stage.json").read_text())
+    assert record["resumed_from"] is not None and record["resumed_from"] != "checkpoint-6", record
+    log = pl.read_parquet(cache / "sft" / sft_key / "train_log.parquet")
+    losses = log.filter(pl.col("train/loss").is_not_null())
+    assert sorted(losses["step"].to_list()) == [1, 2, 3, 4, 5, 6]  # no step trained (or logged) twice
+    assert losses["train/loss"].n_unique() == 6
 
-
-def metrics(run_dir: Path) -> dict[str, float]:
-    frame = pl.read_parquet(run_dir / "metrics.parquet").filter(
-        pl.col("metric").str.starts_with("eval/") | (pl.col("metric") == "reward/mean")
-    )
-    return dict(zip(frame["metric"], frame["value"], strict=True))
+    rows = stable_metrics(run_dir)
+    assert rows == stable_metrics(tmp_path / "reference" / "requeue" / grid.runs[0].name)
+    assert {"sft/final/train/loss", "rl/steps", "eval/final_pass"} <= {r["metric"] for r in rows}

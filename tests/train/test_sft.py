@@ -234,3 +234,64 @@ def test_sft_resume_reuses_the_base_tokenizer(sft_file: Path, tmp_path: Path):
     stamp = marker.stat().st_mtime_ns
     _, second = prepare_model(cfg, rows)
     assert marker.stat().st_mtime_ns == stamp and second.get_vocab() == first.get_vocab()
+
+
+def test_sft_resumed_run_equals_an_uninterrupted_one(sft_file: Path, tmp_path: Path):
+    """A run killed after logging step 4 with checkpoint 2 as its last complete one resumes from step 2."""
+    import shutil
+
+    import polars as pl
+    import torch
+
+    from star_lib.train.models import load_model_and_tokenizer
+    from star_lib.train.warmup import CopyWarmupConfig
+
+    def config(out: Path, resume: Path | None = None) -> SFTRunConfig:
+        return SFTRunConfig(
+            data=str(sft_file),
+            output_dir=str(out),
+            max_steps=4,
+            per_device_train_batch_size=2,
+            logging_steps=1,
+            save_steps=1,
+            save_total_limit=None,
+            tokenizer=TokenizerConfig(vocab_size=400),
+            copy_warmup=CopyWarmupConfig(steps=6, batch_size=2, log_every=2, max_tokens=8),
+            resume_from_checkpoint=None if resume is None else str(resume),
+            progress=False,
+        )
+
+    whole = run_sft(config(tmp_path / "whole"))
+    killed = tmp_path / "killed"
+    shutil.copytree(tmp_path / "whole", killed)
+    shutil.rmtree(killed / "model")
+    shutil.rmtree(killed / "checkpoints" / "checkpoint-4")
+    (killed / "checkpoints" / "checkpoint-3" / "trainer_state.json").unlink()  # killed while saving step 3
+    resumed = run_sft(config(killed, resume=killed))
+
+    assert resumed.steps == 4 and resumed.warmup is None  # the warm-up is not repeated
+
+    def rows(path: Path) -> list[dict]:
+        """Every row without clock readings (the end-of-training loss included)."""
+        frame = pl.read_parquet(path)
+        clock = ("time", "train/step_time", "summary/runtime")
+        return frame.select(
+            c
+            for c in frame.columns
+            if c not in clock and not c.startswith("time/") and not c.endswith("per_second")
+        ).to_dicts()
+
+    assert rows(resumed.metrics_path) == rows(whole.metrics_path)
+    stages = pl.read_parquet(resumed.metrics_path)["stage"].to_list()
+    assert stages.count("warmup") == 3  # the warm-up's rows are kept (and not written twice)
+    a, _ = load_model_and_tokenizer("tiny", path=whole.model_dir)
+    b, _ = load_model_and_tokenizer("tiny", path=resumed.model_dir)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+
+
+def test_sft_resume_without_a_complete_checkpoint_says_what_to_do(sft_file: Path, tmp_path: Path):
+    (tmp_path / "run" / "checkpoints" / "checkpoint-1").mkdir(parents=True)  # killed during its first save
+    run = tmp_path / "run"
+    cfg = SFTRunConfig(data=str(sft_file), output_dir=str(run), resume_from_checkpoint=str(run))
+    with pytest.raises(FileNotFoundError, match="no checkpoint under"):
+        run_sft(cfg)
