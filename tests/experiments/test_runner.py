@@ -118,6 +118,20 @@ RUNNER = textwrap.dedent(
 )
 
 
+def kill_when(config: dict, run_dir: Path, cache: Path, pattern: str, timeout: float) -> None:
+    """Run ``config`` in a child process and SIGKILL it as soon as a file matching ``pattern`` exists."""
+    proc = subprocess.Popen([sys.executable, "-c", RUNNER, json.dumps(config), str(run_dir), str(cache)])
+    try:
+        deadline = time.monotonic() + timeout
+        while not list(cache.glob(pattern)):
+            assert proc.poll() is None, f"the run ended before {pattern} appeared"
+            assert time.monotonic() < deadline, f"no {pattern} after {timeout} s"
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
 def test_runner_killed_run_resumes_eval_from_its_checkpoint_with_equal_metrics(tmp_path):
     config = {
         **BASE,
@@ -128,17 +142,7 @@ def test_runner_killed_run_resumes_eval_from_its_checkpoint_with_equal_metrics(t
         "eval": {"chunk_size": 1},
     }
     cache = tmp_path / "cache"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", RUNNER, json.dumps(config), str(tmp_path / "g" / "slow"), str(cache)]
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not list(cache.glob("eval/*.partial/_checkpoints/chunks/*.parquet")):
-            assert proc.poll() is None and time.monotonic() < deadline, "eval never wrote a checkpoint"
-            time.sleep(0.05)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+    kill_when(config, tmp_path / "g" / "slow", cache, "eval/*.partial/_checkpoints/chunks/*.parquet", 120)
     [partial] = list(cache.glob("eval/*.partial"))
     saved = len(list((partial / "_checkpoints" / "chunks").glob("*.parquet")))
     assert read_run_record(tmp_path / "g" / "slow")["status"] == "running"  # killed: no chance to record
@@ -177,18 +181,9 @@ def test_runner_killed_run_resumes_rl_training_from_its_checkpoint_with_equal_me
 ):
     config = {**training_experiment, "name": "train", "tool_failure_rate": 0.2}
     cache = tmp_path / "cache"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", RUNNER, json.dumps(config), str(tmp_path / "g" / "train"), str(cache)]
+    kill_when(
+        config, tmp_path / "g" / "train", cache, "rl/*.partial/checkpoints/checkpoint-2/star_state.json", 300
     )
-    try:
-        deadline = time.monotonic() + 300
-        while not list(cache.glob("rl/*.partial/checkpoints/checkpoint-2/star_state.json")):
-            assert proc.poll() is None, "RL finished before it could be killed"
-            assert time.monotonic() < deadline, "RL never saved its second checkpoint"
-            time.sleep(0.05)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
 
     resumed = run_experiment(ExperimentConfig.from_dict(config), tmp_path / "g" / "train", cache=cache)
     assert resumed.status == "done"
