@@ -33,8 +33,10 @@ from star_lib.agent.policies import Conversation, Generation, Policy
 from star_lib.types import COMMONSENSE_KEYS, HARD_KEYS, QueryRecord, Tools
 
 __all__ = [
+    "LiveEpisode",
     "RolloutConfig",
     "RolloutStats",
+    "chat_renderer",
     "episode_row",
     "episodes_frame",
     "run_episodes",
@@ -63,15 +65,6 @@ class RolloutStats:
     def env_share(self) -> float:
         """Share of wall time spent in the environment."""
         return self.env_s / self.total_s if self.total_s else 0.0
-
-
-@dataclass
-class _Live:
-    """The runner's state for one episode."""
-
-    env: TravelEnv
-    trace: TokenTrace = field(default_factory=TokenTrace)
-    chars: int = 0
 
 
 def run_episodes(
@@ -118,125 +111,144 @@ def run_episodes(
         )
     start = time.perf_counter()
     tokenizer = tokenizer if tokenizer is not None else getattr(policy, "tokenizer", None)
-    lives = [_start(i, q, world, cfg, faults, tools, stats) for i, q in enumerate(queries)]
-    renderer = _renderer(tokenizer, lives[0].env) if lives else None
+    lives = [LiveEpisode.start(i, q, world, cfg, faults, tools, stats) for i, q in enumerate(queries)]
+    renderer = chat_renderer(tokenizer, lives[0].env) if lives else None
     for i, live in enumerate(lives):
         live.env.episode.group_id = group_ids[i] if group_ids is not None else None
-        _timed(stats, "tokenize_s", _record_prompt, live, renderer)
+        _timed(stats, "tokenize_s", live.record_prompt, renderer)
     bar = _progress_bar(len(lives), progress)
     while active := [live for live in lives if not live.env.done]:
-        conversations = [_conversation(live, renderer) for live in active]
+        conversations = [live.conversation(renderer) for live in active]
         t0 = time.perf_counter()
         generations = policy.generate(conversations, max_new_tokens=cfg.max_new_tokens)
         stats.generation_s += time.perf_counter() - t0
         stats.turns += 1
         for live, generation in zip(active, generations, strict=True):
-            _advance(live, generation, renderer, cfg, stats)
+            live.advance(generation, renderer, cfg, stats)
             if live.env.done and bar is not None:
                 bar.update(1)
     if bar is not None:
         bar.close()
     stats.episodes += len(lives)
     stats.total_s += time.perf_counter() - start
-    return [_finalise(live) for live in lives]
+    return [live.finish() for live in lives]
 
 
 # ───────────────────────────── per-episode steps ─────────────────────────────
 
 
-def _start(
-    index: int,
-    query: QueryRecord,
-    world: Any,
-    cfg: RolloutConfig,
-    faults: Any,
-    tools: Tools | None,
-    stats: RolloutStats,
-) -> _Live:
-    t0 = time.perf_counter()
-    if hasattr(world, "for_query"):  # many worlds: the episode runs in its query's own world
-        world = world.for_query(query)
-    env = TravelEnv(world, cfg, tools=tools, faults=fault_config_for(faults, index, cfg.seed))
-    env.reset(options={"query": query})
-    env.episode.index = index
-    stats.env_s += time.perf_counter() - t0
-    return _Live(env=env)
+@dataclass
+class LiveEpisode:
+    """One episode while it runs: its environment and token trace, stepped by a runner.
+
+    :func:`run_episodes` steps a batch of these in lockstep; ARPO (:mod:`star_lib.train.arpo`) steps them
+    too and forks them mid-episode. The steps: :meth:`start`, :meth:`record_prompt`, then
+    :meth:`conversation` → the policy → :meth:`advance` until ``env.done``, then :meth:`finish`.
+    """
+
+    env: TravelEnv
+    """The episode's environment (its ``episode`` holds the transcript)."""
+    trace: TokenTrace = field(default_factory=TokenTrace)
+    """Token ids and masks recorded so far."""
+    chars: int = 0
+    """Characters of the conversation (the context estimate when there is no tokenizer)."""
+
+    @classmethod
+    def start(
+        cls,
+        index: int,
+        query: QueryRecord,
+        world: Any,
+        cfg: RolloutConfig,
+        faults: Any = None,
+        tools: Tools | None = None,
+        stats: RolloutStats | None = None,
+    ) -> LiveEpisode:
+        """Reset a new environment on ``query``; ``index`` seeds its faults (see :func:`run_episodes`)."""
+        t0 = time.perf_counter()
+        if hasattr(world, "for_query"):  # many worlds: the episode runs in its query's own world
+            world = world.for_query(query)
+        env = TravelEnv(world, cfg, tools=tools, faults=fault_config_for(faults, index, cfg.seed))
+        env.reset(options={"query": query})
+        env.episode.index = index
+        if stats is not None:
+            stats.env_s += time.perf_counter() - t0
+        return cls(env=env)
+
+    def record_prompt(self, renderer: ChatRenderer | None) -> None:
+        """Record the prompt's tokens (system + user + generation prompt)."""
+        messages = self.env.episode.messages
+        self.chars = sum(len(m["content"]) for m in messages)
+        if renderer is not None:
+            self.trace.start(renderer, messages)
+
+    def conversation(self, renderer: ChatRenderer | None) -> Conversation:
+        """Return what the policy sees for the next turn."""
+        ep = self.env.episode
+        return Conversation(
+            messages=[dict(m) for m in ep.messages],
+            tools=ep.tool_schemas,
+            prompt_ids=self.trace.context_ids if renderer is not None else None,
+            query=ep.query,
+            key=ep.index,
+        )
+
+    def advance(
+        self,
+        generation: Generation,
+        renderer: ChatRenderer | None,
+        cfg: RolloutConfig,
+        stats: RolloutStats,
+    ) -> None:
+        """Step the environment with one generation and record the new tokens."""
+        env = self.env
+        t0 = time.perf_counter()
+        if generation.error is not None:
+            env.fail(generation.error)
+            stats.env_s += time.perf_counter() - t0
+            return
+        obs, *_ = env.step(generation.text)
+        t1 = time.perf_counter()
+        stats.env_s += t1 - t0
+        messages = env.episode.messages
+        n_assistant = len(messages) - len(obs)
+        self.chars += len(messages[n_assistant - 1]["content"]) + sum(len(m["content"]) for m in obs)
+        if renderer is not None:
+            self.trace.add_assistant(renderer, messages[:n_assistant], generation, cfg.token_ids)
+        if not env.done:
+            self._add_observation(renderer, cfg)
+        stats.tokenize_s += time.perf_counter() - t1
+
+    def _add_observation(self, renderer: ChatRenderer | None, cfg: RolloutConfig) -> None:
+        """Record the environment's reply; on context overflow swap it for the final-plan request."""
+        env, trace = self.env, self.trace
+        if renderer is None:
+            if self.chars / cfg.chars_per_token + cfg.max_new_tokens > cfg.max_context_tokens:
+                env.request_final_answer()
+            return
+        text, ids = trace.env_segment(renderer, env.episode.messages)
+        if trace.length + len(ids) + cfg.max_new_tokens > cfg.max_context_tokens:
+            env.request_final_answer()
+            text, ids = trace.env_segment(renderer, env.episode.messages)
+        trace.add_env(text, ids)
+
+    def finish(self) -> Episode:
+        """Return the finished episode with its token ids, mask and logprobs."""
+        ep, trace = self.env.episode, self.trace
+        ep.prompt_ids = trace.prompt_ids
+        ep.completion_ids = trace.completion_ids
+        ep.env_mask = trace.env_mask
+        ep.logprobs = trace.logprobs if trace.logprobs is not None and trace.completion_ids else None
+        ep.retokenized_turns = trace.retokenized_turns
+        return ep
 
 
-def _renderer(tokenizer: Any, env: TravelEnv) -> ChatRenderer | None:
+def chat_renderer(tokenizer: Any, env: TravelEnv) -> ChatRenderer | None:
+    """Return the renderer that records an environment's episodes with ``tokenizer`` (None: no tokenizer)."""
     if tokenizer is None:
         return None
     tools = None if env.config.tools_in_system_prompt else env.schemas
     return ChatRenderer(tokenizer, tools)
-
-
-def _record_prompt(live: _Live, renderer: ChatRenderer | None) -> None:
-    messages = live.env.episode.messages
-    live.chars = sum(len(m["content"]) for m in messages)
-    if renderer is not None:
-        live.trace.start(renderer, messages)
-
-
-def _conversation(live: _Live, renderer: ChatRenderer | None) -> Conversation:
-    ep = live.env.episode
-    return Conversation(
-        messages=[dict(m) for m in ep.messages],
-        tools=ep.tool_schemas,
-        prompt_ids=live.trace.context_ids if renderer is not None else None,
-        query=ep.query,
-        key=ep.index,
-    )
-
-
-def _advance(
-    live: _Live,
-    generation: Generation,
-    renderer: ChatRenderer | None,
-    cfg: RolloutConfig,
-    stats: RolloutStats,
-) -> None:
-    """Step the environment with one generation and record the new tokens."""
-    env = live.env
-    t0 = time.perf_counter()
-    if generation.error is not None:
-        env.fail(generation.error)
-        stats.env_s += time.perf_counter() - t0
-        return
-    obs, *_ = env.step(generation.text)
-    t1 = time.perf_counter()
-    stats.env_s += t1 - t0
-    messages = env.episode.messages
-    n_assistant = len(messages) - len(obs)
-    live.chars += len(messages[n_assistant - 1]["content"]) + sum(len(m["content"]) for m in obs)
-    if renderer is not None:
-        live.trace.add_assistant(renderer, messages[:n_assistant], generation, cfg.token_ids)
-    if not env.done:
-        _add_observation(live, renderer, cfg)
-    stats.tokenize_s += time.perf_counter() - t1
-
-
-def _add_observation(live: _Live, renderer: ChatRenderer | None, cfg: RolloutConfig) -> None:
-    """Record the environment's reply; on context overflow swap it for the final-plan request."""
-    env, trace = live.env, live.trace
-    if renderer is None:
-        if live.chars / cfg.chars_per_token + cfg.max_new_tokens > cfg.max_context_tokens:
-            env.request_final_answer()
-        return
-    text, ids = trace.env_segment(renderer, env.episode.messages)
-    if trace.length + len(ids) + cfg.max_new_tokens > cfg.max_context_tokens:
-        env.request_final_answer()
-        text, ids = trace.env_segment(renderer, env.episode.messages)
-    trace.add_env(text, ids)
-
-
-def _finalise(live: _Live) -> Episode:
-    ep, trace = live.env.episode, live.trace
-    ep.prompt_ids = trace.prompt_ids
-    ep.completion_ids = trace.completion_ids
-    ep.env_mask = trace.env_mask
-    ep.logprobs = trace.logprobs if trace.logprobs is not None and trace.completion_ids else None
-    ep.retokenized_turns = trace.retokenized_turns
-    return ep
 
 
 def _timed(stats: RolloutStats, bucket: str, fn: Any, *args: Any) -> None:

@@ -331,11 +331,11 @@ def run_arpo_episodes(
 
     def start(group: int) -> None:
         slot = group * group_size + len(members[group])
-        live = runner._start(slot, queries[group], world, cfg, faults, tools, timing)
+        live = runner.LiveEpisode.start(slot, queries[group], world, cfg, faults, tools, timing)
         if shared["renderer"] is None and tokenizer is not None:
-            shared["renderer"] = runner._renderer(tokenizer, live.env)
+            shared["renderer"] = runner.chat_renderer(tokenizer, live.env)
         live.env.episode.group_id = group
-        runner._record_prompt(live, shared["renderer"])
+        live.record_prompt(shared["renderer"])
         members[group].append(_Chain(live=live, group=group))
 
     first = initial_chains(group_size, arpo.initial_share)
@@ -353,17 +353,17 @@ def run_arpo_episodes(
         if not active:
             break
         renderer = shared["renderer"]
-        conversations = [runner._conversation(c.live, renderer) for c in active]
+        conversations = [c.live.conversation(renderer) for c in active]
         generations = policy.generate(conversations, max_new_tokens=cfg.max_new_tokens)
         for chain, generation in zip(active, generations, strict=True):
             if _decide_branch(chain, generation, members, group_size, arpo, rng, stats):
                 members[chain.group].append(_fork(chain, group_size, len(members[chain.group]), world))
                 branches[chain.group] += 1
             calls_before = chain.live.env.episode.tool_calls
-            runner._advance(chain.live, generation, renderer, cfg, timing)
+            chain.live.advance(generation, renderer, cfg, timing)
             chain.after_tool = chain.live.env.episode.tool_calls > calls_before and not chain.live.env.done
     stats.branches.extend(branches)
-    return [runner._finalise(c.live) for chains in members for c in chains]
+    return [c.live.finish() for chains in members for c in chains]
 
 
 def _decide_branch(

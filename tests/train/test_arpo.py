@@ -228,14 +228,8 @@ def test_arpo_fork_shares_the_database_and_copies_the_episode(world, rl_dir):
     from star_lib.train.arpo import _Chain, _fork
     from star_lib.travel.faults import FaultConfig
 
-    live = rollout._start(
-        0,
-        queries(rl_dir)[0],
-        world,
-        RolloutConfig(),
-        FaultConfig(failure_rate=0.5),
-        None,
-        rollout.RolloutStats(),
+    live = rollout.LiveEpisode.start(
+        0, queries(rl_dir)[0], world, RolloutConfig(), FaultConfig(failure_rate=0.5)
     )
     parent = _Chain(live=live, group=1, h0=0.3, after_tool=True)
     child = _fork(parent, group_size=4, member=2, world=world)
