@@ -160,10 +160,12 @@ class TransformersPolicy:
     ) -> TransformersPolicy:
         """Load a model folder (or hub id) with its tokenizer; ``device`` defaults to CUDA when present."""
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
+
+        from star_lib.train.tokenizer import load_tokenizer
 
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = load_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype="auto").to(device).eval()
         return cls(model, tokenizer, sampling, batch_size=batch_size)
 
@@ -284,9 +286,9 @@ class VLLMPolicy:
             raise ImportError("VLLMPolicy needs vLLM on a CUDA machine: pip install 'star-lab[gpu]'") from exc
         self._vllm = vllm
         if isinstance(llm, str):
-            from transformers import AutoTokenizer
+            from star_lib.train.tokenizer import load_tokenizer
 
-            tokenizer = tokenizer or AutoTokenizer.from_pretrained(llm)
+            tokenizer = tokenizer or load_tokenizer(llm)
             # logprobs after temperature/top-p, as TRL's importance-sampling correction expects
             engine_kwargs.setdefault("logprobs_mode", "processed_logprobs")
             llm = vllm.LLM(model=llm, **engine_kwargs)

@@ -184,9 +184,9 @@ def run_teacher(args: argparse.Namespace) -> int:
 
 
 def _load_tokenizer(path: str) -> Any:
-    from transformers import AutoTokenizer
+    from star_lib.train.tokenizer import load_tokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = load_tokenizer(path)
     if not tokenizer.chat_template:
         raise ValueError(f"tokenizer {path} has no chat template; use a Qwen2.5-style tokenizer folder")
     return tokenizer

@@ -338,11 +338,11 @@ def load_model_and_tokenizer(
         if isinstance(preset_or_path, ModelPreset) or str(preset_or_path) in PRESETS
         else None
     )
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    from star_lib.train.tokenizer import PAD_TOKEN, align_chat_template
+    from star_lib.train.tokenizer import PAD_TOKEN, align_chat_template, load_tokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(source)
+    tokenizer = load_tokenizer(source)
     align_chat_template(tokenizer)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = PAD_TOKEN if PAD_TOKEN in tokenizer.get_vocab() else tokenizer.eos_token

@@ -276,8 +276,7 @@ def whole_words() -> tuple[str, ...]:
     ``F`` makes a flight number read ``F`` + digit groups wherever it appears (observation, note, plan);
     without it BPE glues the prefix to the character before it (``|F``, `` F``). The three-digit groups
     split a flight number into nearly unique tokens (``F7905936`` → ``F 790 593 6``), which a small model
-    copies far more reliably than seven single digits. (A saved tiny tokenizer reloads as
-    ``Qwen2Tokenizer``, whose pre-tokenizer splits numbers into single digits; added tokens survive.)
+    copies far more reliably than seven single digits (the tokenizer splits other numbers into digits).
     """
     from star_lib.travel import names
     from star_lib.travel.tools import TOOL_NAMES

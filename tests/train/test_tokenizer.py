@@ -76,10 +76,10 @@ def test_tokenizer_chat_template_is_trl_qwen2_5_byte_for_byte(tiny_tokenizer):
 
 
 def test_tokenizer_save_and_load_roundtrip(tiny_tokenizer, tmp_path: Path):
-    from transformers import AutoTokenizer
+    from star_lib.train.tokenizer import load_tokenizer
 
     tiny_tokenizer.save_pretrained(tmp_path)
-    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    loaded = load_tokenizer(tmp_path)
     text = "<|im_start|>assistant\n<think>Sarasota</think><answer>[]</answer><|im_end|>"
     assert loaded(text)["input_ids"] == tiny_tokenizer(text)["input_ids"]
     assert loaded.chat_template == tiny_tokenizer.chat_template
@@ -129,3 +129,19 @@ def test_tokenizer_align_chat_template_leaves_other_templates(qwen_tokenizer_dir
     original = tok.chat_template
     assert align_chat_template(tok) is False
     assert tok.chat_template == original
+
+
+def test_tokenizer_tiny_model_folder_reloads_with_grouped_digits(tmp_path: Path):
+    """A folder with the model's config.json next to the tokenizer must not come back as Qwen2Tokenizer."""
+    from star_lib.train.models import TinyArchitecture, build_tiny, load_model_and_tokenizer
+    from star_lib.train.tokenizer import load_tokenizer
+
+    arch = TinyArchitecture(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    config = TokenizerConfig(vocab_size=400)
+    built = build_tiny(CORPUS, tmp_path / "base", tokenizer_config=config, architecture=arch)
+    trained = train_tokenizer(CORPUS, config)  # the same tokenizer (training is deterministic)
+    _, loaded = load_model_and_tokenizer("tiny", path=built.path)
+    text = "costs $2022 on 2022-03-16"
+    assert loaded.tokenize(text) == trained.tokenize(text)
+    assert len(loaded("2022")["input_ids"]) < 4  # digits="group" survives the reload
+    assert load_tokenizer(built.path).tokenize(text) == trained.tokenize(text)
