@@ -97,3 +97,22 @@ def tiny_tokenizer(sft_rows):
 
     rows = normalise_rows(sft_rows)
     return train_tokenizer(tokenizer_corpus(rows), TokenizerConfig(vocab_size=600))
+
+
+@pytest.fixture(scope="module")
+def world():
+    """The small synthetic world the RL tests plan in (``rl_support.WORLD``)."""
+    from star_lib.travel.world import World
+
+    return World.load("synthetic:small:0")
+
+
+@pytest.fixture(scope="module")
+def rl_dir(tmp_path_factory, world) -> Path:
+    """Four easy queries with reference plans and a micro model whose tokenizer knows the episodes' text."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from rl_support import build_rl_dir
+
+    return build_rl_dir(tmp_path_factory.mktemp("rl"), world)

@@ -19,19 +19,7 @@ from star_lib.train.arpo import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rl_support import WORLD, ScriptedPolicy, alternating, build_rl_dir, queries, rl_config  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def world():
-    from star_lib.travel.world import World
-
-    return World.load(WORLD)
-
-
-@pytest.fixture(scope="module")
-def rl_dir(tmp_path_factory, world) -> Path:
-    return build_rl_dir(tmp_path_factory.mktemp("arpo"), world)
+from rl_support import ScriptedPolicy, alternating, queries, rl_config  # noqa: E402
 
 
 def flat(conv, turn):

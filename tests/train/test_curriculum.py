@@ -8,14 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rl_support import WORLD, ScriptedPolicy, build_rl_dir, queries, rl_config  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def world():
-    from star_lib.travel.world import World
-
-    return World.load(WORLD)
+from rl_support import ScriptedPolicy, build_rl_dir, queries, rl_config  # noqa: E402
 
 
 @pytest.fixture(scope="module")

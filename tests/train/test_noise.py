@@ -6,21 +6,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rl_support import WORLD, ScriptedPolicy, build_rl_dir, rl_config  # noqa: E402
+from rl_support import ScriptedPolicy, rl_config  # noqa: E402
 
 ALWAYS_FAILS = {"failure_rate": 1.0, "sleep": False}
-
-
-@pytest.fixture(scope="module")
-def world():
-    from star_lib.travel.world import World
-
-    return World.load(WORLD)
-
-
-@pytest.fixture(scope="module")
-def rl_dir(tmp_path_factory, world) -> Path:
-    return build_rl_dir(tmp_path_factory.mktemp("noise"), world)
 
 
 def expert_eval(model, tokenizer):

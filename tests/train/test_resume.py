@@ -8,22 +8,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rl_support import GARBAGE, WORLD, build_rl_dir, rl_config  # noqa: E402
+from rl_support import GARBAGE, WORLD, rl_config  # noqa: E402
 
 VOLATILE = ("time", "time/", "train/step_time", "epoch")
 """Metric keys that measure the clock (or restart) rather than the run."""
-
-
-@pytest.fixture(scope="module")
-def world():
-    from star_lib.travel.world import World
-
-    return World.load(WORLD)
-
-
-@pytest.fixture(scope="module")
-def rl_dir(tmp_path_factory, world) -> Path:
-    return build_rl_dir(tmp_path_factory.mktemp("resume"), world)
 
 
 class CoinPolicy:

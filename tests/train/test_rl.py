@@ -19,46 +19,6 @@ from star_lib.train.rl import (
 WORLD = "synthetic:small:0"
 
 
-@pytest.fixture(scope="module")
-def world():
-    from star_lib.travel.world import World
-
-    return World.load(WORLD)
-
-
-@pytest.fixture(scope="module")
-def rl_dir(tmp_path_factory, world) -> Path:
-    """Four easy queries with reference plans and a micro model whose tokenizer knows the episodes' text."""
-    from star_lib.agent.config import RolloutConfig
-    from star_lib.agent.expert import ExpertPolicy
-    from star_lib.agent.rollout import run_episodes
-    from star_lib.synth.config import SynthConfig
-    from star_lib.synth.dataset import synthesize, write_dataset
-    from star_lib.train.models import TinyArchitecture, build_tiny_model
-    from star_lib.train.sft import normalise_rows, tokenizer_corpus
-    from star_lib.train.tokenizer import TokenizerConfig, train_tokenizer
-
-    root = tmp_path_factory.mktemp("rl")
-    result = synthesize(
-        world, SynthConfig(n=4, mix="1:0:0", seed=0, splits=(1.0, 0.0, 0.0), days_choices=(3,))
-    )
-    write_dataset(result, root / "data", parquet=False)
-    episodes = run_episodes(ExpertPolicy(), result.splits["train"], world, RolloutConfig())
-    rows = normalise_rows({"messages": ep.messages, "tools": ep.tool_schemas} for ep in episodes)
-    tokenizer = train_tokenizer(tokenizer_corpus(rows), TokenizerConfig(vocab_size=1500))
-    arch = TinyArchitecture(
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        intermediate_size=64,
-    )
-    model = build_tiny_model(tokenizer, arch)
-    model.save_pretrained(root / "model")
-    tokenizer.save_pretrained(root / "model")
-    return root
-
-
 class MixedPolicy:
     """Episode ``k`` of a batch acts as ``plan[k % len(plan)]``: expert, garbage, loop, typo-then-expert."""
 
