@@ -543,40 +543,6 @@ def _quiet(trainer: Any) -> None:
 # ───────────────────────────── GRPO ─────────────────────────────
 
 
-def compact_rl_config_class() -> type:
-    """Return an :class:`~star_lib.train.rl.RLRunConfig` subclass whose episodes use the compact protocol."""
-    from star_lib.agent.compact import CONTEXT_LIMIT_PROMPT, SYSTEM_PROMPT
-    from star_lib.train.rl import RLRunConfig
-
-    class CompactRLRunConfig(RLRunConfig):
-        """GRPO settings with compact-protocol episodes (same fields as ``RLRunConfig``)."""
-
-        def rollout_config(self, *, seed_offset: int = 0) -> Any:
-            """Build the episode settings of ``RLRunConfig`` in the compact protocol."""
-            base = super().rollout_config(seed_offset=seed_offset)
-            return replace(
-                base,
-                protocol="compact",
-                tools_in_system_prompt=True,
-                system_prompt=SYSTEM_PROMPT,
-                context_limit_prompt=CONTEXT_LIMIT_PROMPT,
-                on_format_error="stop",  # the gate scores any format error 0; later turns earn nothing
-                max_format_errors=1,
-            )
-
-    return CompactRLRunConfig
-
-
-def fast_policy_factory(trainer: Any, run_cfg: Any) -> Any:
-    """Rollout policy for GRPO: :class:`~star_lib.train.fastgen.FastPolicy` over the trainer's live model."""
-    from star_lib.agent.policies import SamplingParams
-    from star_lib.train.fastgen import FastPolicy
-
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    sampling = SamplingParams(temperature=float(run_cfg.temperature), top_p=run_cfg.top_p)
-    return FastPolicy(model, trainer.processing_class, sampling)
-
-
 def _monitor_callback(cfg: PipelineConfig, queries: Sequence[Any], worlds: WorldSet, log: list) -> Any:
     """Build a callback that evaluates the policy greedily on ``queries`` every ``rl_monitor_every`` steps.
 
@@ -619,10 +585,9 @@ def run_rl_stage(
 
     ``monitor`` queries (if any) are evaluated greedily along the way for the report's curve.
     """
-    from star_lib.train.rl import make_grpo_trainer
+    from star_lib.train.rl import RLRunConfig, make_grpo_trainer
 
-    config_class = compact_rl_config_class()
-    run_cfg = config_class(
+    run_cfg = RLRunConfig(
         data=str(data),
         output_dir=str(out),
         model_path=str(sft_dir),
@@ -638,6 +603,10 @@ def run_rl_stage(
         max_context_tokens=cfg.max_context_tokens,
         max_new_tokens=cfg.max_new_tokens,
         token_ids="sampled",
+        protocol="compact",
+        # the format gate scores any format error 0, so later turns could earn nothing: end the episode
+        rollout_overrides={"on_format_error": "stop", "max_format_errors": 1},
+        fast_generation=True,
         seed=cfg.seed,
         save_steps=1_000_000,
         save_total_limit=1,
@@ -645,7 +614,7 @@ def run_rl_stage(
         time_budget_s=cfg.rl_s,
         trl_overrides={"disable_tqdm": not cfg.progress, "weight_decay": 0.0},
     )
-    trainer = make_grpo_trainer(run_cfg, policy_factory=fast_policy_factory, world=worlds)
+    trainer = make_grpo_trainer(run_cfg, world=worlds)
     _quiet(trainer)
     monitored: list[tuple[int, float, float]] = []
     if monitor:

@@ -134,6 +134,15 @@ class RLRunConfig:
     """Most tokens per assistant turn."""
     token_ids: Literal["canonical", "sampled"] = "canonical"
     """Recorded assistant ids: ``canonical`` (re-tokenised text) or ``sampled`` (backend ids)."""
+    protocol: Literal["react", "compact"] = "react"
+    """Turn protocol of the episodes: ``react`` (think / tool_call / answer tags, the paper's) or ``compact``
+    (one short line per call, :mod:`star_lib.agent.compact`: the tiny CPU recipe of ``star pipeline``). The
+    policy must have been trained on the same protocol."""
+    rollout_overrides: dict[str, Any] = field(default_factory=dict)
+    """Other ``star_lib.agent.RolloutConfig`` fields of the episodes (``{"on_format_error": "stop"}``…)."""
+    fast_generation: bool = False
+    """Write the rollouts with :class:`star_lib.train.fastgen.FastPolicy` (KV-cached batched sampling for
+    Qwen2-architecture models on CPU) instead of ``model.generate``; ignored when TRL runs vLLM."""
     faults: Any = None
     """``FaultConfig`` (or its dict) for the *training* rollouts' tools; None: a clean environment."""
     eval_faults: Any = None
@@ -198,12 +207,41 @@ class RLRunConfig:
                 f"DAPO trains with the token-level loss: set loss_type: dapo (got {self.loss_type!r}) "
                 "or choose algorithm: grpo"
             )
+        if self.protocol not in ("react", "compact"):
+            raise ValueError(f"protocol must be 'react' or 'compact', got {self.protocol!r}")
+        if self.fast_generation and self.algorithm == "arpo":
+            raise ValueError(
+                "ARPO branches on token entropies, which FastPolicy does not report: "
+                "set fast_generation: false or choose algorithm: grpo or dapo"
+            )
+        self._check_rollout_overrides()
         self._coerce_nested()
         self.curriculum_boundaries = tuple(self.curriculum_boundaries)  # type: ignore[assignment]
         if self.reward == "curriculum":
             from star_lib.rewards import validate_boundaries
 
             validate_boundaries(self.curriculum_boundaries)
+
+    def _check_rollout_overrides(self) -> None:
+        from star_lib.agent.config import RolloutConfig
+
+        fixed = {
+            "max_turns",
+            "max_context_tokens",
+            "max_new_tokens",
+            "eval_mode",
+            "reward",
+            "token_ids",
+            "seed",
+        }
+        unknown = sorted(set(self.rollout_overrides) - set(RolloutConfig.__dataclass_fields__))
+        taken = sorted(set(self.rollout_overrides) & (fixed | {"protocol"}))
+        if unknown or taken:
+            raise ValueError(
+                f"rollout_overrides: unknown RolloutConfig fields {unknown}"
+                if unknown
+                else f"rollout_overrides: {taken} are RLRunConfig fields; set them there"
+            )
 
     def _coerce_nested(self) -> None:
         """Turn dict values of the nested configs into their dataclasses (and fill the defaults)."""
@@ -249,17 +287,20 @@ class RLRunConfig:
         seed_offset + i``: the stride keeps the streams of runs with neighbouring seeds apart (with a plain
         ``seed + offset`` run 5's first call would replay run 4's episodes shifted by one).
         """
+        from star_lib.agent.compact import compact_rollout_config
         from star_lib.agent.config import RolloutConfig
 
-        return RolloutConfig(
-            max_turns=int(self._pick("max_turns")),
-            max_context_tokens=int(self._pick("max_context_tokens")),
-            max_new_tokens=int(self._pick("max_new_tokens")),
-            eval_mode=self.eval_mode,
-            reward=self.reward if self.reward != "curriculum" else "sum",  # the episode's logged reward
-            token_ids=self.token_ids,
-            seed=self.seed * SEED_STRIDE + seed_offset,
-        )
+        values: dict[str, Any] = {
+            "max_turns": int(self._pick("max_turns")),
+            "max_context_tokens": int(self._pick("max_context_tokens")),
+            "max_new_tokens": int(self._pick("max_new_tokens")),
+            "eval_mode": self.eval_mode,
+            "reward": self.reward if self.reward != "curriculum" else "sum",  # the episode's logged reward
+            "token_ids": self.token_ids,
+            "seed": self.seed * SEED_STRIDE + seed_offset,
+            **self.rollout_overrides,
+        }
+        return compact_rollout_config(**values) if self.protocol == "compact" else RolloutConfig(**values)
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> RLRunConfig:
@@ -485,7 +526,11 @@ class RolloutLog:
 
 
 def default_policy(trainer: Any, cfg: RLRunConfig) -> Any:
-    """Wrap the current model as a sampling policy: vLLM when TRL colocates an engine, else ``generate``."""
+    """Wrap the current model as a sampling policy.
+
+    vLLM when TRL colocates an engine; else :class:`~star_lib.train.fastgen.FastPolicy` with
+    ``fast_generation``; else ``model.generate``.
+    """
     from star_lib.agent.policies import SamplingParams, TransformersPolicy, VLLMPolicy
 
     sampling = SamplingParams(temperature=float(cfg._pick("temperature")), top_p=cfg.top_p)
@@ -493,6 +538,10 @@ def default_policy(trainer: Any, cfg: RLRunConfig) -> Any:
     if getattr(trainer, "use_vllm", False) and getattr(trainer.args, "vllm_mode", None) == "colocate":
         return VLLMPolicy(trainer.vllm_generation.llm, tokenizer, sampling)
     model = trainer.accelerator.unwrap_model(trainer.model)
+    if cfg.fast_generation:
+        from star_lib.train.fastgen import FastPolicy
+
+        return FastPolicy(model, tokenizer, sampling)  # built per batch: the weights changed since the last
     return TransformersPolicy(model, tokenizer, sampling, batch_size=cfg.batch_size)
 
 

@@ -100,11 +100,48 @@ def test_rl_grpo_config_has_the_paper_modifications():
         {"micro_batch_size": 3},
         {"faults": {"failure_rate": 2.0}},
         {"reward": "curriculum", "curriculum_boundaries": (0.7, 0.2)},
+        {"protocol": "json"},
+        {"rollout_overrides": {"on_format_eror": "stop"}},
+        {"rollout_overrides": {"max_turns": 3}},  # an RLRunConfig field: set it there
+        {"algorithm": "arpo", "fast_generation": True},  # ARPO needs entropies
     ],
 )
 def test_rl_config_rejects_bad_values(kwargs):
     with pytest.raises(ValueError):
         RLRunConfig(data="q", output_dir="o", model_path="m", **kwargs)
+
+
+def test_rl_config_compact_protocol_builds_compact_episodes():
+    from star_lib.agent.compact import SYSTEM_PROMPT
+
+    cfg = RLRunConfig(
+        data="q",
+        output_dir="o",
+        model_path="m",
+        protocol="compact",
+        max_turns=7,
+        rollout_overrides={"on_format_error": "stop"},
+    )
+    episodes = cfg.rollout_config(seed_offset=3)
+    assert (episodes.protocol, episodes.system_prompt, episodes.tools_in_system_prompt) == (
+        "compact",
+        SYSTEM_PROMPT,
+        True,
+    )
+    assert (episodes.max_turns, episodes.on_format_error, episodes.seed) == (7, "stop", 3)
+    react = RLRunConfig(data="q", output_dir="o", model_path="m").rollout_config()
+    assert react.protocol == "react" and react.on_format_error == "observe"
+
+
+def test_rl_fast_generation_rolls_out_with_fast_policy(rl_dir, tmp_path, world):
+    from star_lib.agent.policies import TransformersPolicy
+    from star_lib.train.fastgen import FastPolicy
+    from star_lib.train.rl import default_policy
+
+    fast = config(rl_dir, tmp_path, fast_generation=True)
+    assert isinstance(default_policy(make_grpo_trainer(fast, world=world), fast), FastPolicy)
+    plain = config(rl_dir, tmp_path)
+    assert isinstance(default_policy(make_grpo_trainer(plain, world=world), plain), TransformersPolicy)
 
 
 def test_rl_config_reads_yaml(tmp_path: Path):
