@@ -1,4 +1,4 @@
-"""Resuming an RL run from its last checkpoint with the same data order and RNG streams.
+"""Resuming a training run (RL or SFT) from its last checkpoint with the same data order and RNG streams.
 
 What a resumed run must reproduce, and who restores it:
 
@@ -9,6 +9,8 @@ What a resumed run must reproduce, and who restores it:
   derive from the number of ``rollout_func`` calls so far (:class:`RolloutState`), which DAPO's refills make
   data-dependent. :class:`RolloutStateCallback` writes it beside each checkpoint (``star_state.json``) and
   :func:`load_rollout_state` reads it back;
+- running totals ``transformers``/TRL keep only in memory (TRL's SFT token count, the loss sum behind the
+  end-of-training ``train_loss``) — :class:`TrainerCountersCallback` saves them beside each checkpoint;
 - the run's tables: :func:`trim_run_logs` drops ``metrics.parquet`` / ``rollouts.parquet`` rows written
   after the checkpoint (a run killed mid-way), so the resumed run appends to exactly what the checkpoint saw.
 """
@@ -32,8 +34,8 @@ __all__ = [
     "COUNTERS_FILE",
     "STATE_FILE",
     "RolloutState",
-    "TrainerCountersCallback",
     "RolloutStateCallback",
+    "TrainerCountersCallback",
     "checkpoint_step",
     "find_checkpoint",
     "load_rollout_state",
