@@ -11,7 +11,12 @@ micro score, wall time, mean step time, rollout model-tokens per second, episode
 algorithm's own counters (DAPO refill rounds / dropped groups / filler rows; ARPO branches per group, top-ups,
 entropy change). Numbers on 2 shared cores are contended; compare them relative to each other.
 
-Usage: ``python benchmarks/compare_algorithms.py [--steps 4] [--sft-steps 300] [--model DIR] [--out DIR]``.
+With ``--protocol compact --model runs/learning_signal/sft/model`` every algorithm starts from the SFT model
+of ``star pipeline`` (compact protocol, easy 3- and 5-day trips) — a start model that already earns reward,
+so the algorithms have a learning signal to differ on; GRPO and DAPO then sample with ``FastPolicy``.
+
+Usage: ``python benchmarks/compare_algorithms.py [--steps 4] [--sft-steps 300] [--model DIR] [--out DIR]
+[--protocol compact --days 3,5]``.
 Last line: ``{"algorithms": {...}, "seed": …, "steps": …, …}``.
 """
 
@@ -60,7 +65,19 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--eval-limit", type=int, default=8, help="held-out queries evaluated at the end")
     parser.add_argument("--seed", type=int, default=0, help="seed shared by all runs")
     parser.add_argument("--algorithms", default=",".join(ALGORITHMS), help="comma-separated subset")
-    return parser.parse_args()
+    parser.add_argument(
+        "--protocol",
+        choices=("react", "compact"),
+        default="react",
+        help="episode protocol; compact needs --model from `star pipeline`",
+    )
+    parser.add_argument("--days", default=None, help="trip lengths of the queries, e.g. 3,5 (default: all)")
+    parser.add_argument("--lr", type=float, default=None, help="RL learning rate (default: the preset's)")
+    parser.add_argument("--temperature", type=float, default=None, help="rollout temperature")
+    args = parser.parse_args()
+    if args.protocol == "compact" and not args.model:
+        parser.error("--protocol compact needs --model: the SFT model of `star pipeline` (its sft/model)")
+    return args
 
 
 def prepare_data(args: argparse.Namespace, root: Path) -> tuple[Path, Path]:
@@ -73,8 +90,10 @@ def prepare_data(args: argparse.Namespace, root: Path) -> tuple[Path, Path]:
     from star_lib.travel.world import World
 
     world = World.load(args.world)
+    days = {"days_choices": tuple(int(d) for d in args.days.split(","))} if args.days else {}
     result = synthesize(
-        world, SynthConfig(n=args.queries, mix="1:0:0", seed=args.seed, splits=(0.75, 0.0, 0.25))
+        world,
+        SynthConfig(n=args.queries, mix="1:0:0", seed=args.seed, splits=(0.75, 0.0, 0.25), **days),
     )
     write_dataset(result, root / "data", parquet=False)
     build_sft_dataset(ExpertPolicy(), result.splits["train"], world, root / "teacher", RolloutConfig())
@@ -115,6 +134,14 @@ def run_algorithm(
 
     from star_lib.train.rl import RLRunConfig, run_rl
 
+    protocol: dict[str, Any] = {}
+    if args.protocol == "compact":  # the recipe of `star pipeline`
+        protocol = {
+            "protocol": "compact",
+            "rollout_overrides": {"on_format_error": "stop", "max_format_errors": 1},
+            "fast_generation": algorithm != "arpo",  # ARPO branches on entropies FastPolicy does not give
+            "token_ids": "sampled",
+        }
     cfg = RLRunConfig(
         data=str(data),
         output_dir=str(out / algorithm),
@@ -127,13 +154,16 @@ def run_algorithm(
         max_steps=args.steps,
         max_turns=args.max_turns,
         max_new_tokens=args.max_new_tokens,
-        max_context_tokens=4096,
+        max_context_tokens=1024 if args.protocol == "compact" else 4096,
+        learning_rate=args.lr,
+        temperature=args.temperature,
         eval_data=str(held_out),
         eval_steps=args.steps,
         eval_limit=args.eval_limit,
         save_steps=max(args.steps, 1),
         rollouts_per_step=2,
         seed=args.seed,
+        **protocol,
     )
     result = run_rl(cfg)
     frame = pl.read_parquet(result.metrics_path)
@@ -202,6 +232,7 @@ def main() -> None:
         "steps": args.steps,
         "batch": f"{args.prompts} prompts x G={args.group}",
         "start_model": str(model),
+        "protocol": args.protocol,
         "sft_seconds": round(sft_seconds, 1),
         "out": str(root),
     }
