@@ -8,7 +8,8 @@ RL − SFT difference; the curve of mean SUM reward over RL steps; and the token
 against HF ``generate``.
 
 Targets (issue 10): SFT commonsense micro >= 60 %; GRPO raises mean SUM over SFT by >= 0.05 (more than two
-standard errors); <= 20 minutes in all on 2 CPU cores. Stretch: SFT final pass >= 30 %.
+standard errors); <= 20 minutes in all on 2 CPU cores. Stretch: SFT final pass >= 30 %. The stages count
+steps (copy warm-up 1100, SFT 490, GRPO 140), so the numbers do not depend on the machine's speed.
 
 Usage: ``python benchmarks/learning_signal.py [--out runs/learning_signal] [--seed 0] [--quick]``.
 Last line: ``{"cs_micro_base": …, "cs_micro_sft": …, "sum_sft": …, "sum_rl": …, "sum_rl_se": …,
@@ -29,9 +30,9 @@ QUICK = {
     "train_worlds": 60,
     "rl_worlds": 10,
     "eval_queries": 20,
-    "warmup_s": 10.0,
-    "sft_s": 40.0,
-    "rl_s": 20.0,
+    "warmup_steps": 80,
+    "sft_steps": 40,
+    "rl_steps": 10,
 }
 """A minute-scale smoke run (numbers meaningless; checks that every stage runs)."""
 

@@ -3,7 +3,7 @@
 Example::
 
     star pipeline --preset tiny --out runs/learning_signal
-    star pipeline --preset tiny --out /tmp/quick --train-worlds 100 --sft-seconds 60 --rl-seconds 30
+    star pipeline --preset tiny --out /tmp/quick --train-worlds 100 --sft-steps 60 --rl-steps 10
 
 Prints, for the untrained, SFT and GRPO models on held-out easy queries from unseen worlds: final pass,
 commonsense micro, mean SUM reward (± standard error), the share of valid tool calls and of parseable plans;
@@ -22,10 +22,13 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--queries-per-world", "queries_per_world", int, "easy queries per training/RL world"),
     ("--rl-worlds", "rl_worlds", int, "worlds behind the RL prompts"),
     ("--eval-queries", "eval_queries", int, "held-out queries (unseen worlds)"),
-    ("--warmup-seconds", "warmup_s", float, "copy warm-up time budget"),
-    ("--sft-seconds", "sft_s", float, "SFT time budget"),
+    ("--warmup-steps", "warmup_steps", int, "copy warm-up steps (0 skips it)"),
+    ("--warmup-seconds", "warmup_s", float, "copy warm-up time budget instead of steps"),
+    ("--sft-steps", "sft_steps", int, "SFT steps"),
+    ("--sft-seconds", "sft_s", float, "SFT time budget instead of steps"),
     ("--sft-lr", "sft_lr", float, "peak SFT learning rate"),
-    ("--rl-seconds", "rl_s", float, "GRPO time budget"),
+    ("--rl-steps", "rl_steps", int, "GRPO steps"),
+    ("--rl-seconds", "rl_s", float, "GRPO time budget (stops at it or at the steps)"),
     ("--rl-lr", "rl_lr", float, "GRPO learning rate"),
     ("--rl-group", "rl_group", int, "GRPO group size G"),
     ("--rl-prompts", "rl_prompts_per_step", int, "prompts per GRPO step"),

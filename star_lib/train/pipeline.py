@@ -12,8 +12,9 @@ world → synth → expert SFT data → SFT → GRPO (SUM) → evaluation, each 
    prefix ``F`` and every three-digit group is one token (:func:`whole_words`), and the ``tiny`` Qwen2 model
    built for it; then a copy-task warm-up over the whole vocabulary (:func:`copy_warmup_all`).
 4. **SFT**: TRL ``SFTTrainer`` (:func:`star_lib.train.sft.make_sft_trainer`, assistant-only loss) for a
-   time budget, with a cosine learning rate that decays on the clock (:class:`TimeCosine`) so the schedule
-   ends when the budget does, however many steps the machine manages.
+   number of steps with a warm-up + cosine learning rate (:class:`CosineSchedule`). Every budget counts
+   steps, so the numbers do not depend on the machine's speed (only the wall time does); ``*_s`` fields
+   switch a stage to a time budget whose schedule decays on the clock.
 5. **GRPO**: :func:`star_lib.train.rl.make_grpo_trainer` (TRL ``GRPOTrainer`` with the multi-turn rollout
    function, SUM reward behind the strict format gate, no KL, clip-higher) with the compact protocol and
    :class:`~star_lib.train.fastgen.FastPolicy` writing the rollouts; a few greedy checks on held-out queries
@@ -75,19 +76,25 @@ class PipelineConfig:
     3-day trips alone are learnt almost perfectly by SFT (97 % final pass), leaving GRPO nothing to do."""
     vocab_size: int = 1024
     """Learned BPE vocabulary of the tokenizer (whole-word entities and digit triples come on top)."""
-    warmup_s: float = 120.0
-    """Time budget of the copy warm-up (it also stops once the copy loss is below ``warmup_stop_loss``);
-    0 skips it."""
+    warmup_steps: int = 1100
+    """Copy warm-up steps (it stops earlier once the copy loss is below ``warmup_stop_loss``); 0 skips it.
+    Budgets count steps so the numbers do not depend on the machine's speed (about 2 min on 2 cores)."""
+    warmup_s: float | None = None
+    """A time budget instead of ``warmup_steps`` (the schedule then decays on the clock)."""
     warmup_stop_loss: float = 0.05
     """Copy loss at which the warm-up stops early."""
-    sft_s: float = 480.0
-    """Time budget of SFT; the cosine schedule is sized from the measured step time to end inside it."""
+    sft_steps: int = 490
+    """SFT optimizer steps; the learning rate warms up, then decays by a cosine to 5 % (about 8 min)."""
+    sft_s: float | None = None
+    """A time budget instead of ``sft_steps`` (the cosine then decays on the clock and ends with it)."""
     sft_lr: float = 2e-3
     """Peak SFT learning rate (from scratch)."""
     sft_batch: int = 16
     """Conversations per SFT step (the probe's batch)."""
-    rl_s: float = 270.0
-    """Time budget of GRPO; ``rl_steps`` is sized from the measured step time."""
+    rl_steps: int = 140
+    """GRPO steps (about 4.5 min)."""
+    rl_s: float | None = None
+    """A time budget of GRPO; it then stops at whichever of ``rl_steps`` and the budget comes first."""
     rl_lr: float = 3e-5
     """GRPO learning rate (constant)."""
     rl_group: int = 8
@@ -96,8 +103,6 @@ class PipelineConfig:
     """Prompts per GRPO step (the step trains on ``rl_prompts_per_step × rl_group`` episodes)."""
     rl_temperature: float = 0.8
     """Sampling temperature of the GRPO rollouts."""
-    rl_max_steps: int = 400
-    """Upper bound on GRPO steps (the time budget usually decides)."""
     rl_monitor: int = 64
     """Held-out queries evaluated greedily during GRPO for the report's curve (0: none; no selection)."""
     rl_monitor_every: int = 15
@@ -127,11 +132,14 @@ class PipelineConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.queries_per_world >= IDX_STRIDE or self.eval_queries_per_world >= IDX_STRIDE:
             raise ValueError(f"queries per world must stay below {IDX_STRIDE}")
-        if self.warmup_s < 0:
-            raise ValueError(f"warmup_s must be >= 0 (0 skips the copy warm-up), got {self.warmup_s}")
-        for name in ("sft_s", "rl_s", "sft_lr", "rl_lr"):
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0 (0 skips the copy warm-up), got {self.warmup_steps}")
+        for name in ("sft_steps", "rl_steps", "sft_lr", "rl_lr"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in ("warmup_s", "sft_s", "rl_s"):
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0 or None (to count steps), got {getattr(self, name)}")
         if self.rl_group < 2:
             raise ValueError(f"rl_group must be >= 2 (GRPO compares episodes), got {self.rl_group}")
         if not self.days or any(d not in (3, 5, 7) for d in self.days):
@@ -320,7 +328,9 @@ def copy_warmup_all(model: Any, tokenizer: Any, cfg: PipelineConfig) -> Any:
     pool = torch.tensor(sorted(i for i in tokenizer.get_vocab().values() if i not in special))
     generator = torch.Generator().manual_seed(cfg.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=wcfg.learning_rate, weight_decay=0.0)
-    clock = TimeCosine(cfg.warmup_s, warmup_steps=wcfg.warmup_steps)
+    clock = CosineSchedule(
+        budget_s=cfg.warmup_s, budget_steps=cfg.warmup_steps, warmup_steps=wcfg.warmup_steps
+    )
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, clock)
     result, window = CopyWarmupResult(steps=0, seconds=0.0), []
     model.train()
@@ -341,29 +351,40 @@ def copy_warmup_all(model: Any, tokenizer: Any, cfg: PipelineConfig) -> Any:
             if result.losses[-1][1] < cfg.warmup_stop_loss:
                 result.stopped = "loss"
                 break
-        if clock.elapsed >= cfg.warmup_s:
-            result.stopped = "time"
+        if clock.finished(step):
+            result.stopped = "time" if cfg.warmup_s else "steps"
             break
     model.eval()
     result.seconds = clock.elapsed
     return result
 
 
-class TimeCosine:
-    """A learning-rate factor that decays with *elapsed time*: linear warm-up, then cosine to ``floor``.
+class CosineSchedule:
+    """A learning-rate factor: linear warm-up, then a cosine to ``floor`` over a budget of steps or seconds.
 
-    Time-budgeted stages on a shared machine cannot know their step count in advance; decaying on the
-    clock makes the schedule end when the budget does, however many steps really run.
+    Counting steps makes a run's numbers independent of the machine's speed; a time budget (``budget_s``)
+    decays on the clock instead, so the schedule ends when the budget does however many steps really run.
 
     Args:
-        budget_s: Seconds until the factor reaches ``floor``.
+        budget_s: Seconds until the factor reaches ``floor`` (wins over ``budget_steps`` when given).
+        budget_steps: Steps until the factor reaches ``floor``.
         warmup_steps: Steps of linear warm-up.
         floor: Final factor.
 
     """
 
-    def __init__(self, budget_s: float, *, warmup_steps: int = 50, floor: float = 0.05) -> None:
-        self.budget_s, self.warmup_steps, self.floor = budget_s, warmup_steps, floor
+    def __init__(
+        self,
+        *,
+        budget_s: float | None = None,
+        budget_steps: int | None = None,
+        warmup_steps: int = 50,
+        floor: float = 0.05,
+    ) -> None:
+        if budget_s is None and not budget_steps:
+            raise ValueError("give budget_s or budget_steps")
+        self.budget_s, self.budget_steps = budget_s, budget_steps
+        self.warmup_steps, self.floor = warmup_steps, floor
         self.start = time.monotonic()
 
     @property
@@ -371,11 +392,20 @@ class TimeCosine:
         """Seconds since the schedule was built."""
         return time.monotonic() - self.start
 
+    def progress(self, step: int) -> float:
+        """Share of the budget used at ``step`` (0 to 1)."""
+        if self.budget_s is not None:
+            return min(1.0, self.elapsed / self.budget_s)
+        return min(1.0, step / max(1, self.budget_steps or 1))
+
+    def finished(self, step: int) -> bool:
+        """Return True once the budget is spent (after ``step`` steps)."""
+        return self.progress(step) >= 1.0
+
     def __call__(self, step: int) -> float:
-        """Return the factor for ``step`` at the current time."""
+        """Return the factor for ``step`` (at the current time, for a time budget)."""
         ramp = min(1.0, (step + 1) / max(1, self.warmup_steps))
-        progress = min(1.0, self.elapsed / self.budget_s)
-        return ramp * (self.floor + (1 - self.floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+        return ramp * (self.floor + (1 - self.floor) * 0.5 * (1 + math.cos(math.pi * self.progress(step))))
 
 
 # ───────────────────────────── evaluation ─────────────────────────────
@@ -452,16 +482,18 @@ def save_episodes(episodes: Sequence[Any], path: Path) -> Path:
 # ───────────────────────────── SFT ─────────────────────────────
 
 
-def _time_cosine_callback(peak_lr: float, budget_s: float, warmup_steps: int) -> Any:
-    """Build a trainer callback that sets the learning rate from :class:`TimeCosine` before every step."""
+def _cosine_callback(peak_lr: float, budget_s: float | None, budget_steps: int, warmup_steps: int) -> Any:
+    """Build a trainer callback that sets the learning rate from :class:`CosineSchedule` before every step."""
     from transformers import TrainerCallback
 
     class _Callback(TrainerCallback):
         def __init__(self) -> None:
-            self.clock: TimeCosine | None = None
+            self.clock: CosineSchedule | None = None
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self.clock = TimeCosine(budget_s, warmup_steps=warmup_steps)
+            self.clock = CosineSchedule(
+                budget_s=budget_s, budget_steps=budget_steps, warmup_steps=warmup_steps
+            )
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             optimizer = kwargs.get("optimizer")
@@ -475,10 +507,11 @@ def _time_cosine_callback(peak_lr: float, budget_s: float, warmup_steps: int) ->
 
 
 def run_sft_stage(cfg: PipelineConfig, data: Path, start_dir: Path, out: Path) -> dict[str, Any]:
-    """Run SFT on the expert rows with TRL (:func:`star_lib.train.sft.make_sft_trainer`) for ``cfg.sft_s`` s.
+    """Run SFT on the expert rows with TRL (:func:`star_lib.train.sft.make_sft_trainer`).
 
-    The learning rate follows :class:`TimeCosine` (set by a callback; TRL's own schedule is constant), so
-    the decay ends when the budget does whatever the machine's speed.
+    ``cfg.sft_steps`` steps, or ``cfg.sft_s`` seconds. The learning rate follows :class:`CosineSchedule`
+    (set by a callback; TRL's own schedule is constant), so with a time budget the decay ends when the
+    budget does whatever the machine's speed.
     """
     from star_lib.train.metrics import MetricsLog, ParquetMetricsCallback, TimeBudgetCallback
     from star_lib.train.models import load_model_and_tokenizer
@@ -492,13 +525,12 @@ def run_sft_stage(cfg: PipelineConfig, data: Path, start_dir: Path, out: Path) -
         learning_rate=cfg.sft_lr,
         lr_scheduler_type="constant",
         warmup_ratio=0.0,
-        max_steps=1_000_000,
+        max_steps=cfg.sft_steps if cfg.sft_s is None else 1_000_000,
         per_device_train_batch_size=cfg.sft_batch,
         max_length=cfg.max_context_tokens,
         logging_steps=25,
         save_steps=1_000_000,
         save_total_limit=1,
-        time_budget_s=cfg.sft_s,
         seed=cfg.seed,
         progress=cfg.progress,
         trl_overrides={"weight_decay": 0.0},
@@ -512,9 +544,10 @@ def run_sft_stage(cfg: PipelineConfig, data: Path, start_dir: Path, out: Path) -
     )
     prepare_s = time.monotonic() - prepared  # tokenising the conversations counts against the budget
     _quiet(trainer)
-    remaining = max(1.0, cfg.sft_s - prepare_s)
-    trainer.add_callback(_time_cosine_callback(cfg.sft_lr, remaining, warmup_steps=30))
-    trainer.add_callback(TimeBudgetCallback(remaining))
+    remaining = None if cfg.sft_s is None else max(1.0, cfg.sft_s - prepare_s)
+    trainer.add_callback(_cosine_callback(cfg.sft_lr, remaining, cfg.sft_steps, warmup_steps=30))
+    if remaining is not None:
+        trainer.add_callback(TimeBudgetCallback(remaining))
     start = time.monotonic()
     trainer.train()
     seconds = time.monotonic() - start
@@ -581,7 +614,7 @@ def run_rl_stage(
     worlds: WorldSet,
     monitor: Sequence[Any] = (),
 ) -> dict[str, Any]:
-    """GRPO with the SUM reward on the RL queries for ``cfg.rl_s`` seconds (TRL ``GRPOTrainer``).
+    """GRPO with the SUM reward on the RL queries for ``cfg.rl_steps`` steps (TRL ``GRPOTrainer``).
 
     ``monitor`` queries (if any) are evaluated greedily along the way for the report's curve.
     """
@@ -597,7 +630,7 @@ def run_rl_stage(
         num_generations=cfg.rl_group,
         prompts_per_step=cfg.rl_prompts_per_step,
         learning_rate=cfg.rl_lr,
-        max_steps=cfg.rl_max_steps,
+        max_steps=cfg.rl_steps,
         temperature=cfg.rl_temperature,
         max_turns=cfg.max_turns,
         max_context_tokens=cfg.max_context_tokens,
@@ -720,7 +753,7 @@ def run_pipeline(cfg: PipelineConfig, log: Callable[[str], None] = print) -> Pip
     save_episodes(episodes["base"], out / "eval_base.parquet")
     t = mark("eval_base", t, **results["base"])
 
-    warm = copy_warmup_all(model, tokenizer, cfg) if cfg.warmup_s > 0 else None
+    warm = copy_warmup_all(model, tokenizer, cfg) if cfg.warmup_steps > 0 else None
     model.save_pretrained(out / "warm")
     tokenizer.save_pretrained(out / "warm")
     t = mark(

@@ -1,8 +1,9 @@
-"""The learning-signal pipeline: worlds by query, metrics, the time-based schedule, a toy end-to-end run."""
+"""The learning-signal pipeline: worlds by query, metrics, the cosine schedule, a toy end-to-end run."""
 
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import pytest
@@ -11,8 +12,8 @@ from star_lib.agent import run_episodes
 from star_lib.agent.compact import CompactExpert
 from star_lib.train.pipeline import (
     IDX_STRIDE,
+    CosineSchedule,
     PipelineConfig,
-    TimeCosine,
     WorldSet,
     curve_text,
     run_pipeline,
@@ -47,12 +48,22 @@ def test_pipeline_standard_error_and_curve_text() -> None:
     assert text.count("|") == 4 and "1-2: 0.150" in text
 
 
-def test_pipeline_time_cosine_decays_with_the_clock() -> None:
-    clock = TimeCosine(0.2, warmup_steps=2, floor=0.1)
+def test_pipeline_cosine_schedule_decays_with_the_clock() -> None:
+    clock = CosineSchedule(budget_s=0.2, warmup_steps=2, floor=0.1)
     assert clock(0) == pytest.approx(0.5, abs=0.05)
     assert clock(5) == pytest.approx(1.0, abs=0.05)
+    assert not clock.finished(10**6)  # a time budget ignores the step count
     time.sleep(0.25)
-    assert clock(100) == pytest.approx(0.1)
+    assert clock(100) == pytest.approx(0.1) and clock.finished(0)
+
+
+def test_pipeline_cosine_schedule_counts_steps() -> None:
+    clock = CosineSchedule(budget_steps=100, warmup_steps=10, floor=0.05)
+    assert clock(4) == pytest.approx(0.5 * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * 0.04))))
+    assert clock(50) == pytest.approx(0.05 + 0.95 * 0.5)
+    assert clock(100) == pytest.approx(0.05) and clock.finished(100) and not clock.finished(99)
+    with pytest.raises(ValueError, match="budget"):
+        CosineSchedule()
 
 
 def test_pipeline_whole_words_cover_names_dates_and_flight_prefix() -> None:
@@ -68,6 +79,8 @@ def test_pipeline_config_rejects_bad_values() -> None:
         PipelineConfig(rl_group=1)
     with pytest.raises(ValueError, match="days"):
         PipelineConfig(days=(4,))
+    with pytest.raises(ValueError, match="sft_s"):
+        PipelineConfig(sft_s=0.0)
     seeds = {k: set(PipelineConfig().seeds(k, 1000)) for k in ("train", "rl", "eval")}
     assert not (seeds["train"] & seeds["rl"] or seeds["train"] & seeds["eval"] or seeds["rl"] & seeds["eval"])
 
@@ -79,10 +92,10 @@ def test_pipeline_toy_run_end_to_end(tmp_path) -> None:
         queries_per_world=2,
         rl_worlds=2,
         eval_queries=4,
-        warmup_s=1.0,
-        sft_s=4.0,
+        warmup_steps=20,
+        sft_steps=6,
         sft_batch=4,
-        rl_s=3.0,
+        rl_steps=3,
         rl_group=2,
         rl_prompts_per_step=2,
         max_new_tokens=24,
@@ -94,6 +107,7 @@ def test_pipeline_toy_run_end_to_end(tmp_path) -> None:
     assert set(result.models) == {"base", "sft", "rl"}
     assert all(m["n"] == 4 for m in result.models.values())
     assert result.rl_curve and result.stages["rl"]["seconds"] > 0
+    assert result.stages["sft"]["steps"] == 6 and result.stages["rl"]["steps"] == 3  # budgets count steps
     final = result.final_json()
     assert set(final) == {
         "cs_micro_base",
