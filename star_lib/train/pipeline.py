@@ -316,47 +316,27 @@ def build_base_model(cfg: PipelineConfig, rows: Sequence[dict], out: Path) -> tu
 def copy_warmup_all(model: Any, tokenizer: Any, cfg: PipelineConfig) -> Any:
     """Copy-task warm-up over every ordinary and whole-word token (names are what trajectories copy).
 
-    :func:`star_lib.train.warmup.copy_warmup` draws only learned BPE tokens; this loop feeds the same
-    :func:`~star_lib.train.warmup.copy_batch` examples a pool that includes the added entity tokens.
+    :func:`star_lib.train.warmup.copy_warmup` draws only learned BPE tokens by default; here its pool
+    includes the added entity tokens, and its learning rate follows :class:`CosineSchedule` over
+    ``warmup_steps`` (or the ``warmup_s`` clock).
     """
-    import torch
+    from star_lib.train.warmup import CopyWarmupConfig, copy_warmup
 
-    from star_lib.train.warmup import CopyWarmupConfig, CopyWarmupResult, copy_batch
-
-    wcfg = CopyWarmupConfig(steps=100_000, batch_size=16, max_tokens=40, learning_rate=1e-3, seed=cfg.seed)
+    wcfg = CopyWarmupConfig(
+        steps=cfg.warmup_steps if cfg.warmup_s is None else 100_000,
+        batch_size=16,
+        max_tokens=40,
+        learning_rate=1e-3,
+        stop_loss=cfg.warmup_stop_loss,
+        time_budget_s=cfg.warmup_s,
+        seed=cfg.seed,
+    )
     special = set(tokenizer.all_special_ids)
-    pool = torch.tensor(sorted(i for i in tokenizer.get_vocab().values() if i not in special))
-    generator = torch.Generator().manual_seed(cfg.seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=wcfg.learning_rate, weight_decay=0.0)
+    pool = sorted(i for i in tokenizer.get_vocab().values() if i not in special)
     clock = CosineSchedule(
         budget_s=cfg.warmup_s, budget_steps=cfg.warmup_steps, warmup_steps=wcfg.warmup_steps
     )
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, clock)
-    result, window = CopyWarmupResult(steps=0, seconds=0.0), []
-    model.train()
-    for step in range(1, wcfg.steps + 1):
-        batch = copy_batch(tokenizer, pool, wcfg, generator)
-        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
-            loss = model(**batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad(set_to_none=True)
-        window.append(loss.item())
-        result.steps = step
-        if step % wcfg.log_every == 0:
-            result.losses.append((step, sum(window) / len(window)))
-            window.clear()
-            if result.losses[-1][1] < cfg.warmup_stop_loss:
-                result.stopped = "loss"
-                break
-        if clock.finished(step):
-            result.stopped = "time" if cfg.warmup_s else "steps"
-            break
-    model.eval()
-    result.seconds = clock.elapsed
-    return result
+    return copy_warmup(model, tokenizer, wcfg, pool=pool, lr_factor=clock)
 
 
 class CosineSchedule:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -131,6 +132,8 @@ def copy_warmup(
     cfg: CopyWarmupConfig | None = None,
     *,
     metrics: MetricsLog | None = None,
+    pool: Sequence[int] | None = None,
+    lr_factor: Callable[[int], float] | None = None,
 ) -> CopyWarmupResult:
     """Train ``model`` in place on the copy task; returns the loss curve.
 
@@ -139,6 +142,9 @@ def copy_warmup(
         tokenizer: its tokenizer (chat tokens ``<|im_start|>``/``<|im_end|>`` and a pad token).
         cfg: settings; defaults to :class:`CopyWarmupConfig()`.
         metrics: when given, each logged mean loss goes there as stage ``warmup`` (``train/loss``).
+        pool: token ids to copy; defaults to :func:`content_token_ids` (learned BPE tokens only).
+        lr_factor: ``step -> factor`` of the peak learning rate; defaults to a linear warm-up over
+            ``warmup_steps``, then a cosine to 0 at ``steps``.
 
     """
     import torch
@@ -146,10 +152,13 @@ def copy_warmup(
 
     cfg = cfg or CopyWarmupConfig()
     generator = torch.Generator().manual_seed(cfg.seed)
-    pool = torch.tensor(content_token_ids(tokenizer))
+    pool = torch.tensor(list(pool) if pool is not None else content_token_ids(tokenizer))
     device = next(model.parameters()).device
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
-    schedule = get_cosine_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.steps)
+    if lr_factor is None:
+        schedule = get_cosine_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.steps)
+    else:
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
     result, window, start = CopyWarmupResult(steps=0, seconds=0.0), [], time.monotonic()
     model.train()
     for step in range(1, cfg.steps + 1):
