@@ -444,16 +444,16 @@ def run_sft_stage(cfg: SFTStageConfig, inputs: Mapping[str, Path], out: Path) ->
     from star_lib.train.sft import SFTRunConfig, run_sft
 
     values = {"progress": False, **cfg.options}
-    resumed_from = resume_point(out)  # a requeued job continues from what its previous attempt saved here
+    checkpoint = resume_point(out)  # a requeued job continues from what its previous attempt saved here
     run_cfg = SFTRunConfig(
         data=str(inputs["sft_data"]),
         output_dir=str(out),
         preset=cfg.model,
-        resume_from_checkpoint=str(out) if resumed_from else None,
+        resume_from_checkpoint=str(checkpoint) if checkpoint else None,
         **values,
     )
     _train(run_cfg, out, "sft", run_sft)
-    return {"resumed_from": resumed_from}
+    return {"resumed_from": checkpoint.name if checkpoint else None}
 
 
 def _train(run_cfg: Any, out: Path, stage: str, run_fn: Callable[[Any], Any]) -> None:
@@ -686,21 +686,22 @@ def run_rl_stage(cfg: RLStageConfig, inputs: Mapping[str, Path], out: Path) -> d
     }
     if "algorithm" in {f.name for f in dataclasses.fields(RLRunConfig)}:
         values["algorithm"] = cfg.algorithm
-    resumed_from = resume_point(out)  # a requeued job continues from what its previous attempt saved here
-    _train(RLRunConfig(**values), out, "rl", lambda run_cfg: run_rl(run_cfg, resume=bool(resumed_from)))
-    return {"resumed_from": resumed_from}
+    checkpoint = resume_point(out)  # a requeued job continues from what its previous attempt saved here
+    _train(RLRunConfig(**values), out, "rl", lambda run_cfg: run_rl(run_cfg, resume=checkpoint or False))
+    return {"resumed_from": checkpoint.name if checkpoint else None}
 
 
-def resume_point(out: Path) -> str | None:
-    """Name the checkpoint a training stage in ``out`` resumes from (None: no complete one, start afresh).
+def resume_point(out: Path) -> Path | None:
+    """Return the checkpoint a training stage in ``out`` resumes from (None: no complete one, start afresh).
 
     The trainer writes ``trainer_state.json`` last: a job stopped while saving its first checkpoint has none.
     """
-    if not any((out / "checkpoints").glob("checkpoint-*/trainer_state.json")):
-        return None
     from star_lib.train.resume import find_checkpoint
 
-    return find_checkpoint(out).name
+    try:
+        return find_checkpoint(out)
+    except FileNotFoundError:
+        return None
 
 
 QA_POLICIES: tuple[str, ...] = ("model", "baseline")
