@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from star_lib.experiments.io import file_sha256, read_json, write_json_atomic, write_text_atomic
+from star_lib.io import file_sha256, read_json, write_json_atomic, write_text_atomic
 
 CHECKPOINT_DIR = "_checkpoints"
 """Sub-folder of a stage's work folder for resumable state; removed when the stage finishes."""

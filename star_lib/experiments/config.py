@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from star_lib.experiments.io import read_yaml, write_yaml_atomic
+from star_lib.io import read_yaml, write_yaml_atomic
 
 MODEL_PRESETS: tuple[str, ...] = ("tiny", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b")
 """Model presets (``star_lib.train.models.PRESETS``); the paper trains Qwen2.5-{1.5B,3B,7B}-Instruct."""

@@ -32,7 +32,7 @@ from star_lib.experiments.config import (
     ExperimentConfig,
     load_config,
 )
-from star_lib.experiments.io import read_yaml, write_yaml_atomic
+from star_lib.io import read_yaml, write_yaml_atomic
 
 SCALES: tuple[str, ...] = ("tiny", "paper")
 """Grid scales."""

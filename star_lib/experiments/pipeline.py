@@ -38,7 +38,7 @@ from typing import Any
 
 from star_lib.experiments.artifacts import CHECKPOINT_DIR
 from star_lib.experiments.config import ConfigError, parse_difficulty
-from star_lib.experiments.io import write_json_atomic, write_parquet_atomic
+from star_lib.io import write_json_atomic, write_parquet_atomic
 from star_lib.experiments.stages import Registry, Stage
 
 # ───────────────────────────── shared helpers ─────────────────────────────

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from star_lib.experiments.config import ConfigError
-from star_lib.experiments.io import read_yaml
+from star_lib.io import read_yaml
 
 CLUSTERS: tuple[str, ...] = ("slurm", "local", "debug")
 """submitit back-ends: Slurm, local subprocesses, or in-process (debugging)."""

@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from star_lib.experiments.config import ConfigError, ExperimentConfig
-from star_lib.experiments.io import read_yaml
+from star_lib.io import read_yaml
 from star_lib.experiments.runner import read_run_record
 
 AXIS_SCHEMA: dict[str, Any] = {

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from star_lib.experiments.artifacts import StageOutput, StageStore
 from star_lib.experiments.config import ConfigError, ExperimentConfig, save_config
-from star_lib.experiments.io import atomic_path, read_json, write_json_atomic, write_parquet_atomic
+from star_lib.io import atomic_path, read_json, write_json_atomic, write_parquet_atomic
 from star_lib.experiments.stages import Registry, default_registry
 
 if TYPE_CHECKING:

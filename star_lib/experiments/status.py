@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from star_lib.experiments.io import read_json
+from star_lib.io import read_json
 from star_lib.experiments.runner import JOB_FILE, read_run_record
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ def run_dirs(grid_folder: str | os.PathLike[str]) -> list[Path]:
     folder = Path(grid_folder)
     manifest = folder / "grid.yaml"
     if manifest.is_file():
-        from star_lib.experiments.io import read_yaml
+        from star_lib.io import read_yaml
 
         return [folder / r["name"] for r in (read_yaml(manifest) or {}).get("runs", [])]
     return sorted(p for p in folder.iterdir() if p.is_dir() and (p / "config.yaml").is_file())

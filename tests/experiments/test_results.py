@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from star_lib.experiments.config import ExperimentConfig, save_config
-from star_lib.experiments.io import write_json_atomic, write_parquet_atomic
+from star_lib.io import write_json_atomic, write_parquet_atomic
 from star_lib.experiments.results import SCHEMA, load_results, paper_reference, with_reference
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from star_lib.experiments.io import write_json_atomic
+from star_lib.io import write_json_atomic
 from star_lib.experiments.status import _in_range, grid_status, render_status, status_frame
 
 

@@ -5,7 +5,7 @@ import shutil
 import polars as pl
 
 from star_lib.experiments.grids import base_config, factorial
-from star_lib.experiments.io import read_json
+from star_lib.io import read_json
 from star_lib.viz import runs
 from star_lib.viz.params import NotebookParams
 

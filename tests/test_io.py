@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from star_lib.experiments.io import (
+from star_lib.io import (
     atomic_path,
     clean_stale_temps,
     read_yaml,
@@ -24,7 +24,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     import polars as pl
-    from star_lib.experiments.io import write_parquet_atomic
+    from star_lib.io import write_parquet_atomic
     path = sys.argv[1]
     version = 0
     while True:

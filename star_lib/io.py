@@ -1,4 +1,6 @@
-"""Atomic writers: a reader never sees a half-written file, even when the writer is killed mid-write.
+"""The one IO module: atomic writers and the readers of JSON, YAML, JSONL and query files.
+
+Atomic writers: a reader never sees a half-written file, even when the writer is killed mid-write.
 
 Every writer writes a temporary file in the destination's folder, flushes and fsyncs it, then renames it
 over the destination with :func:`os.replace` (atomic on POSIX within one file system). A killed writer leaves
@@ -11,12 +13,14 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
+
+from star_lib.types import QueryRecord
 
 if TYPE_CHECKING:
     import polars as pl
@@ -111,6 +115,60 @@ def read_yaml(path: str | os.PathLike[str]) -> Any:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ValueError(f"{path}: not valid YAML: {exc}") from exc
+
+
+def write_jsonl_atomic(path: str | os.PathLike[str], rows: Iterable[Any]) -> Path:
+    """Write ``rows`` as JSON lines (UTF-8, one object per line) atomically; returns the path."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return Path(path)
+
+
+def read_jsonl(path: str | os.PathLike[str], what: str = "JSONL") -> list[Any]:
+    """Return the decoded non-empty lines of a JSONL file.
+
+    Raises:
+        FileNotFoundError: when the file is missing (the message says which ``what`` file).
+        ValueError: naming the file and line that is not JSON (or not UTF-8).
+
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"{what} file not found: {file}")
+    records = []
+    with file.open(encoding="utf-8") as handle:
+        number = 0
+        try:
+            for number, line in enumerate(handle, start=1):  # noqa: B007 (used in the error below)
+                if not line.strip():
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except (ValueError, RecursionError) as exc:
+                    raise ValueError(f"{file}:{number}: not a JSON line ({exc})") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"{file}:{number + 1}: not UTF-8 text") from None
+    return records
+
+
+def read_queries(path: str | os.PathLike[str], limit: int | None = None) -> list[QueryRecord]:
+    """Return the query records of a JSONL file (``QueryRecord.to_dict`` rows, official field names).
+
+    Raises:
+        FileNotFoundError: when the file is missing.
+        ValueError: naming the file and line of a record that is not a query record.
+
+    """
+    records = []
+    for number, row in enumerate(read_jsonl(path, "queries"), start=1):
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}: record {number} is not a JSON object")
+        try:
+            records.append(QueryRecord.from_dict(row))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ValueError(f"{path}: record {number}: {exc}") from None
+    return records[:limit] if limit is not None else records
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
