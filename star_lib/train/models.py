@@ -91,7 +91,7 @@ class SFTHyperparams:
     max_length: int = 2048
     """Longest tokenised conversation kept (longer ones are truncated)."""
     bf16: bool = True
-    """bfloat16 mixed precision (autocast on CPU)."""
+    """bfloat16 mixed precision (GPU presets; on a CPU only where it has native bf16, see :func:`check_bf16`)."""
     gradient_checkpointing: bool = False
     """Trade compute for memory (useful for long contexts on GPU, wasteful for the tiny model)."""
 
@@ -206,7 +206,7 @@ PRESETS: dict[str, ModelPreset] = {
             per_device_train_batch_size=16,  # the probe's batch (STACK.md)
             gradient_accumulation_steps=1,
             max_length=2048,
-            bf16=True,
+            bf16=False,  # fp32 on CPUs: bf16 autocast is ~10x slower without native bf16
             gradient_checkpointing=False,
         ),
         rl=RLHyperparams(
@@ -215,7 +215,7 @@ PRESETS: dict[str, ModelPreset] = {
             max_turns=20,
             max_context_tokens=4096,
             max_new_tokens=192,
-            bf16=True,
+            bf16=False,  # fp32 on CPUs: bf16 autocast is ~10x slower without native bf16
             gradient_checkpointing=False,
         ),
     ),
@@ -224,6 +224,39 @@ PRESETS: dict[str, ModelPreset] = {
     "qwen2.5-7b": _qwen("7B", epochs=4),
 }
 """All presets by name."""
+
+
+def cpu_has_native_bf16() -> bool:
+    """Return True when this CPU computes bf16 natively (AVX-512 BF16 or AMX; read from ``/proc/cpuinfo``)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        pass
+    return False
+
+
+def check_bf16(requested: bool, *, on_accelerator: bool, option: str = "bf16") -> bool:
+    """Return ``requested`` after checking the hardware can honour it.
+
+    CPU training and generation run in fp32 by default — the same numbers on every CPU, and about 10× faster
+    than bf16 autocast on CPUs without native bf16 (measured: 0.49 s vs 5.1 s for a forward+backward of
+    8×256 tokens of the 2 M-parameter tiny model on an AVX2 EPYC). bf16 runs where a config asks for it and
+    the hardware has it: any GPU, or a CPU with AVX-512 BF16 / AMX.
+
+    Raises:
+        ValueError: ``requested`` on a CPU without native bf16, naming the option to switch off.
+
+    """
+    if requested and not on_accelerator and not cpu_has_native_bf16():
+        raise ValueError(
+            f"{option}: true asks for bfloat16 on a CPU without native bf16 (no avx512_bf16/amx_bf16 in "
+            f"/proc/cpuinfo), about 10x slower than fp32; set {option}: false"
+        )
+    return requested
 
 
 def get_preset(name: str | ModelPreset) -> ModelPreset:

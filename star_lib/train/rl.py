@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from star_lib.train.models import PRESETS, get_preset
+from star_lib.train.models import PRESETS, check_bf16, get_preset
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -349,7 +349,7 @@ def build_grpo_config(cfg: RLRunConfig) -> GRPOConfig:
         "lr_scheduler_type": "constant_with_warmup",
         "warmup_steps": cfg.warmup_steps,
         "max_steps": cfg.max_steps,
-        "bf16": bool(cfg._pick("bf16")),
+        "bf16": check_bf16(bool(cfg._pick("bf16")), on_accelerator=_has_accelerator()),
         "gradient_checkpointing": hp.gradient_checkpointing,
         "logging_steps": cfg.logging_steps,
         "save_strategy": "steps",

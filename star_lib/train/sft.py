@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from star_lib.train.models import PRESETS, ModelPreset, get_preset
+from star_lib.train.models import PRESETS, ModelPreset, check_bf16, get_preset
 from star_lib.train.tokenizer import TokenizerConfig
 from star_lib.train.warmup import CopyWarmupConfig
 
@@ -185,7 +185,7 @@ def build_sft_config(cfg: SFTRunConfig) -> SFTConfig:
         "per_device_train_batch_size": pick(cfg.per_device_train_batch_size, hp.per_device_train_batch_size),
         "gradient_accumulation_steps": pick(cfg.gradient_accumulation_steps, hp.gradient_accumulation_steps),
         "max_length": pick(cfg.max_length, hp.max_length),
-        "bf16": pick(cfg.bf16, hp.bf16),
+        "bf16": check_bf16(bool(pick(cfg.bf16, hp.bf16)), on_accelerator=_has_accelerator()),
         "gradient_checkpointing": hp.gradient_checkpointing,
         "logging_steps": cfg.logging_steps,
         "logging_first_step": True,

@@ -45,8 +45,8 @@ class CopyWarmupConfig:
     """Stop early once the mean copy loss of the last ``log_every`` steps is below this (None: never)."""
     time_budget_s: float | None = None
     """Stop after this many seconds (None: no limit)."""
-    bf16: bool = True
-    """bfloat16 autocast."""
+    bf16: bool = False
+    """bfloat16 autocast (off: CPUs run fp32 by default, see :func:`star_lib.train.models.check_bf16`)."""
     log_every: int = 50
     """Record the mean loss every this many steps."""
     seed: int = 0

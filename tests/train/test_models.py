@@ -151,3 +151,32 @@ def test_models_load_aligns_stock_qwen25_template(tmp_path: Path, qwen_tokenizer
     tok.save_pretrained(tmp_path)
     _, loaded = load_model_and_tokenizer("qwen2.5-1.5b", path=tmp_path, dtype="float32")
     assert loaded.chat_template == trl_qwen2_5_chat_template()
+
+
+def test_tiny_preset_trains_in_fp32_on_every_cpu():
+    from star_lib.train.models import PRESETS
+    from star_lib.train.warmup import CopyWarmupConfig
+
+    assert PRESETS["tiny"].sft.bf16 is False and PRESETS["tiny"].rl.bf16 is False
+    assert CopyWarmupConfig().bf16 is False
+
+
+def test_check_bf16_refuses_bf16_on_a_cpu_without_native_support(monkeypatch):
+    import pytest
+
+    from star_lib.train import models
+
+    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: False)
+    with pytest.raises(ValueError, match="bf16: false"):
+        models.check_bf16(True, on_accelerator=False)
+    assert models.check_bf16(True, on_accelerator=True) is True
+    assert models.check_bf16(False, on_accelerator=False) is False
+    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: True)
+    assert models.check_bf16(True, on_accelerator=False) is True
+
+
+def test_sft_config_of_the_tiny_preset_is_fp32(tmp_path):
+    from star_lib.train.sft import SFTRunConfig, build_sft_config
+
+    cfg = build_sft_config(SFTRunConfig(data=str(tmp_path), output_dir=str(tmp_path / "o"), preset="tiny"))
+    assert cfg.bf16 is False
