@@ -9,9 +9,13 @@ at most a stray ``.*.tmp`` file, which :func:`clean_stale_temps` removes.
 
 from __future__ import annotations
 
+import errno
+import fnmatch
+import glob
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -110,11 +114,13 @@ def read_yaml(path: str | os.PathLike[str]) -> Any:
         ValueError: when it is not valid YAML (the message names the file).
 
     """
-    text = Path(path).read_text(encoding="utf-8")
+    text = read_text(path, "YAML")
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ValueError(f"{path}: not valid YAML: {exc}") from exc
+    except RecursionError:
+        raise ValueError(f"{path}: YAML nested too deeply to load") from None
 
 
 def write_jsonl_atomic(path: str | os.PathLike[str], rows: Iterable[Any]) -> Path:
@@ -171,9 +177,42 @@ def read_queries(path: str | os.PathLike[str], limit: int | None = None) -> list
     return records[:limit] if limit is not None else records
 
 
+def read_text(path: str | os.PathLike[str], what: str = "text") -> str:
+    """Return a UTF-8 text file's contents.
+
+    Raises:
+        FileNotFoundError: when the file is missing (the message says which ``what`` file).
+        ValueError: when it is a folder or not UTF-8 (naming the file and the line).
+
+    """
+    file = Path(path)
+    if file.is_dir():
+        raise ValueError(f"{file} is a folder; give a {what} file")
+    if not file.exists():
+        raise FileNotFoundError(f"{what} file not found: {file}")
+    data = file.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ValueError(f"{file}:{line}: not UTF-8 text (byte {data[exc.start]:#04x})") from None
+
+
 def read_json(path: str | os.PathLike[str]) -> Any:
-    """Load a JSON file."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    """Load a JSON file.
+
+    Raises:
+        FileNotFoundError: when the file is missing.
+        ValueError: naming the file when it is not JSON, not UTF-8 or nested too deeply.
+
+    """
+    text = read_text(path, "JSON")
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested too deeply to decode") from None
 
 
 def file_sha256(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
@@ -193,3 +232,269 @@ def clean_stale_temps(folder: str | os.PathLike[str]) -> int:
             tmp.unlink(missing_ok=True)
             removed += 1
     return removed
+
+
+# ───────────────────────────── output checks, locks, atomic folders ─────────────────────────────
+
+
+class OutputError(ValueError):
+    """An output path that cannot be written; the message names the option and the path."""
+
+
+class OutputLockedError(OutputError):
+    """The output is being written by another process."""
+
+
+def _nearest_existing(folder: Path) -> Path:
+    """Return ``folder`` or its closest ancestor that exists."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
+def _check_parent(folder: Path, option: str, target: Path) -> None:
+    """Refuse a target whose (nearest existing) parent folder is a file or is not writable."""
+    existing = _nearest_existing(folder)
+    if not existing.is_dir():
+        raise OutputError(f"{option} {target}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputError(f"{option} {target}: folder {existing} is not writable")
+
+
+def check_output_file(path: str | os.PathLike[str], option: str = "--out") -> Path:
+    """Check, before any work starts, that ``path`` can be written as a regular file; return it.
+
+    Refused: a folder, a device or pipe (``/dev/full``), a parent that is a file, a parent folder that is
+    not writable.
+
+    Raises:
+        OutputError: naming ``option`` and the path.
+
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise OutputError(f"{option} {target} is a folder; give a file path")
+    if target.exists() and not target.is_file():
+        raise OutputError(f"{option} {target} is not a regular file (a device or pipe); give a file path")
+    _check_parent(target.parent, option, target)
+    return target
+
+
+def check_output_dir(path: str | os.PathLike[str], option: str = "--out") -> Path:
+    """Check, before any work starts, that ``path`` can be written (and swapped in) as a folder; return it.
+
+    Raises:
+        OutputError: naming ``option`` and the path when it is a file, sits under a file, or its folder
+            is not writable.
+
+    """
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise OutputError(f"{option} {target} is a file; give a folder")
+    _check_parent(target.parent, option, target)
+    if target.is_dir() and not os.access(target, os.W_OK | os.X_OK):
+        raise OutputError(f"{option} {target}: folder is not writable")
+    return target
+
+
+_HELD_LOCKS: dict[str, int] = {}
+"""Lock files this process holds → their descriptor (a second ``lock_output`` of the same path nests)."""
+
+
+def lock_path(path: str | os.PathLike[str]) -> Path:
+    """Return the lock file of output ``path``: ``.<name>.lock`` beside it (it survives a folder swap)."""
+    target = Path(path)
+    return target.parent / f".{target.name}.lock"
+
+
+@contextmanager
+def lock_output(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Hold an exclusive lock on output ``path`` (a file or folder) while the body runs.
+
+    The lock is ``fcntl.flock`` on :func:`lock_path`, which records the holder's pid; the kernel drops it
+    when the holder dies, even by SIGKILL, so a stale lock file never blocks. Nested calls for the same
+    path in one process share the lock.
+
+    Raises:
+        OutputLockedError: when another process holds it: ``X is being written by another process (pid N)``.
+
+    """
+    import fcntl
+
+    target = Path(path)
+    lock = lock_path(target)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    key = str(lock.resolve())
+    if key in _HELD_LOCKS:
+        yield target
+        return
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise OutputLockedError(
+                f"{target} is being written by another process (pid {holder}); wait for it to finish "
+                "or choose another output"
+            ) from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the holder removed the file between our open and flock: lock the new one
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _HELD_LOCKS[key] = fd
+    try:
+        yield target
+    finally:
+        del _HELD_LOCKS[key]
+        lock.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def _fsync_tree(folder: Path) -> None:
+    """Fsync every file and folder under ``folder`` (bottom-up), so a swap publishes durable data."""
+    for root, _dirs, files in os.walk(folder, topdown=False):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as handle:
+                os.fsync(handle.fileno())
+        _fsync_dir(Path(root))
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two folders (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    result = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    if result == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _carry_over(old: Path, new: Path, replaces: tuple[str, ...]) -> None:
+    """Hard-link (or copy) into ``new`` the entries of ``old`` it does not write and ``replaces`` drops."""
+    for entry in old.iterdir():
+        if (new / entry.name).exists() or any(fnmatch.fnmatch(entry.name, p) for p in replaces):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, new / entry.name, symlinks=True, copy_function=_link_or_copy)
+        else:
+            _link_or_copy(entry, new / entry.name)
+
+
+def _link_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    if os.path.islink(src):
+        os.symlink(os.readlink(src), dst)
+        return
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+@contextmanager
+def atomic_dir(path: str | os.PathLike[str], replaces: Iterable[str] = ()) -> Iterator[Path]:
+    """Yield an empty temporary folder beside ``path``; on success swap it in as ``path`` in one step.
+
+    A reader (or a writer killed at any point) sees the old complete folder or the new complete one,
+    never a mix. Entries of the old folder that the body did not write are carried over (hard links),
+    except names matching a ``replaces`` glob: those are stale outputs and disappear (e.g. last run's
+    parquet when this run writes none). The folder is locked (:func:`lock_output`) while it is written;
+    temporary folders a killed writer left beside it are removed first.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> out = pathlib.Path(tempfile.mkdtemp()) / "data"
+        >>> with atomic_dir(out) as tmp:
+        ...     _ = (tmp / "a.txt").write_text("new")
+        >>> sorted(p.name for p in out.iterdir())
+        ['a.txt']
+
+    Raises:
+        OutputLockedError: when another process is writing ``path``.
+
+    """
+    dest = Path(path)
+    patterns = tuple(replaces)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with lock_output(dest):
+        for stale in dest.parent.glob(f".{glob.escape(dest.name)}.*{TMP_SUFFIX}"):
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=TMP_SUFFIX, dir=dest.parent))
+        try:
+            yield tmp
+            if dest.is_dir():
+                _carry_over(dest, tmp, patterns)
+            _fsync_tree(tmp)
+            if not dest.exists():
+                os.rename(tmp, dest)
+            elif _exchange(tmp, dest):
+                shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old folder
+            else:  # no atomic exchange here: two renames, the old folder kept until the new one is in
+                old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", suffix=TMP_SUFFIX, dir=dest.parent))
+                os.rmdir(old)
+                os.rename(dest, old)
+                os.rename(tmp, dest)
+                shutil.rmtree(old, ignore_errors=True)
+            _fsync_dir(dest.parent)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+# ───────────────────────────── strict JSON ─────────────────────────────
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object names the same key twice."""
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(f"duplicate key {key!r} in a JSON object")
+        out[key] = value
+    return out
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """Decode JSON like :func:`json.loads`, but reject duplicate keys and nesting too deep to decode.
+
+    ``{"a": 1, "a": 2}`` is an error here (``json.loads`` silently keeps the last value), so a tool call or
+    plan that says two things never has one of them dropped.
+
+    Example:
+        >>> loads_strict('{"a": 1}')
+        {'a': 1}
+        >>> loads_strict('{"a": 1, "a": 2}')
+        Traceback (most recent call last):
+        ...
+        star_lib.io.DuplicateKeyError: duplicate key 'a' in a JSON object
+
+    Raises:
+        ValueError: invalid JSON, a duplicate key (:class:`DuplicateKeyError`), or nesting too deep.
+
+    """
+    try:
+        return json.loads(text, object_pairs_hook=_reject_duplicates)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to decode") from None

@@ -1,16 +1,26 @@
-"""The ``star`` command: one subcommand module per stage.
+"""The ``star`` command: one subcommand module per stage, behind one error boundary.
 
 Each module in :data:`COMMAND_MODULES` defines ``register(subparsers)``, adding its subcommands with a
 ``func`` default that takes the parsed ``argparse.Namespace`` and returns an exit code. Heavy imports
 (torch, transformers) happen inside those functions, so ``star --help`` and ``star tool`` stay fast.
+
+Error boundary (:func:`main`): a user mistake — a bad option value (argparse), a ``ValueError`` (config,
+record, option; its message names the file/line/option), a missing file, or an operating-system refusal
+to read or write a named path (permission, disk full, read-only, a file where a folder is wanted) — ends
+as one line ``star <cmd>: error: <sentence>`` on stderr and exit code 2. Anything else is a bug and
+keeps its traceback. ``star --traceback …`` (or ``STAR_TRACEBACK=1``) shows the traceback of user errors
+too.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import importlib.util
+import os
 import sys
+from typing import NoReturn
 
 COMMAND_MODULES: tuple[str, ...] = (
     "world",  # star world synth | info, star tool
@@ -25,11 +35,54 @@ COMMAND_MODULES: tuple[str, ...] = (
     "demo",  # star demo
 )
 
+TRACEBACK_ENV = "STAR_TRACEBACK"
+"""Set to 1 to show the traceback of user errors too (same as ``star --traceback``)."""
+
+EXIT_USAGE = 2
+"""Exit code of a user error (argparse's convention)."""
+
+_USER_ERRNOS = frozenset(
+    {
+        errno.EACCES,
+        errno.EPERM,
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EROFS,
+        errno.EISDIR,
+        errno.ENOTDIR,
+        errno.EEXIST,
+        errno.ENOENT,
+        errno.ENAMETOOLONG,
+        errno.ELOOP,
+        errno.EFBIG,
+        errno.ENXIO,
+        errno.ETXTBSY,
+    }
+)
+"""Operating-system refusals about a path the user named: reported in one line, not as a crash."""
+
+
+class UsageError(Exception):
+    """A command-line mistake argparse found (bad option value, missing argument)."""
+
+
+class StarParser(argparse.ArgumentParser):
+    """An argument parser that raises :class:`UsageError` (one line, exit 2) instead of exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        """Raise :class:`UsageError` with argparse's message and where to look for help."""
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser with every stage's subcommands that exist in this checkout."""
-    parser = argparse.ArgumentParser(prog="star", description="STAR lab kit: the TravelPlanner RL pipeline.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = StarParser(prog="star", description="STAR lab kit: the TravelPlanner RL pipeline.")
+    parser.add_argument(
+        "--traceback",
+        action="store_true",
+        help=f"show the full traceback of every error, user mistakes included (or set {TRACEBACK_ENV}=1)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=StarParser)
     for name in COMMAND_MODULES:
         module_name = f"{__name__}.{name}"
         if importlib.util.find_spec(module_name) is None:
@@ -38,14 +91,54 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def user_error_message(exc: BaseException) -> str | None:
+    """Return the one-sentence message of a user error, or None when ``exc`` is a bug (keep its traceback)."""
+    if isinstance(exc, UsageError):
+        return str(exc)
+    if isinstance(exc, UnicodeDecodeError):  # a decode that did not say which file: say what it is at least
+        return f"input is not UTF-8 text ({exc.reason} at byte {exc.start})"
+    if (
+        isinstance(exc, OSError)
+        and exc.errno in _USER_ERRNOS
+        and (exc.filename or isinstance(exc, FileNotFoundError))
+    ):
+        if exc.filename is None:
+            return str(exc)
+        where = f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 else "")
+        return f"{exc.strerror or exc}: {where}"
+    if isinstance(exc, (ValueError, FileNotFoundError)):
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        return text
+    return None
+
+
+def _wants_traceback(argv: list[str]) -> bool:
+    if os.environ.get(TRACEBACK_ENV, "").strip().lower() not in ("", "0", "false", "no"):
+        return True
+    return "--traceback" in argv[: argv.index("--")] if "--" in argv else "--traceback" in argv
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``star`` console script."""
-    args = build_parser().parse_args(argv)
+    """Entry point of the ``star`` console script; returns the exit code (2 for a user error)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    show = _wants_traceback(argv)
+    command = argv[0] if argv and not argv[0].startswith("-") else None
     try:
+        args = build_parser().parse_args(argv)
+        command = " ".join(w for w in (args.command, getattr(args, "world_command", None)) if w)
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"star {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    except SystemExit as exc:  # --help, --version
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_USAGE)
+    except KeyboardInterrupt:
+        print(f"star {command or ''}: interrupted".replace("  ", " "), file=sys.stderr)
+        return 130
+    except Exception as exc:
+        message = user_error_message(exc)
+        if message is None or show:
+            raise
+        prefix = f"star {command}" if command else "star"
+        print(f"{prefix}: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":
