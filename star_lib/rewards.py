@@ -13,6 +13,14 @@ Let ``cs_micro`` = passed commonsense checks / 8, ``hard_micro`` = passed applic
 unfinished episode) or a missing report earns 0 whatever the plan. Wrapped with :func:`trl_reward`, the
 functions follow TRL's reward contract ``(completions, **columns) -> list[float]``.
 
+**Completeness gate** (strict reports only): a plan whose strict report fails ``is_not_absent`` (Complete
+Information: wrong number of days, wrong visiting-city count, a required field missing, or more than half
+of the fields empty) earns 0 under every reward — SUCCESS, MACRO, SUM, CURRICULUM and the milestone
+reward. Without it, five commonsense checks pass vacuously on an empty plan, so an all-``"-"`` plan, a
+1-day plan for a 3-day trip or a ``current_city`` of injected text scored 0.125 under SUM. Reports of
+``official`` mode are scored as the formulas say (no gate), so official numbers stay faithful; see
+:func:`incomplete_plan`.
+
 :func:`milestone_credits` is an **experimental** step-level reward that none of the anchor papers uses: credit
 for each tool call that retrieved information the final plan needed.
 
@@ -37,8 +45,10 @@ __all__ = [
     "CURRICULUM_STAGES",
     "DEFAULT_BOUNDARIES",
     "REWARDS",
+    "covers_trip",
     "curriculum_reward",
     "curriculum_stage",
+    "incomplete_plan",
     "macro_reward",
     "milestone_credits",
     "milestone_reward",
@@ -55,13 +65,35 @@ DEFAULT_BOUNDARIES: tuple[float, float] = (1 / 3, 2 / 3)
 CURRICULUM_STAGES: tuple[str, ...] = ("sum", "macro", "success")
 
 
+def incomplete_plan(report: EvaluationReport | None) -> bool:
+    """Tell whether the completeness gate zeroes a report: strict mode and ``is_not_absent`` failed.
+
+    ``is_not_absent`` fails for a plan that does not cover the trip's days (too few or, in strict mode,
+    too many), visits the wrong number of cities, lacks a required field, or leaves over half of its
+    fields empty. Official-mode reports are never gated (their numbers must match the official evaluator).
+
+    >>> from star_lib.types import CheckResult, EvaluationReport, COMMONSENSE_KEYS
+    >>> absent = {k: CheckResult(k != "is_not_absent") for k in COMMONSENSE_KEYS}
+    >>> strict, official = EvaluationReport(absent, None), EvaluationReport(absent, None, "official")
+    >>> incomplete_plan(strict), incomplete_plan(official)
+    (True, False)
+    """
+    if report is None or report.mode != "strict":
+        return False
+    verdict = report.commonsense.get("is_not_absent")
+    return verdict is not None and verdict.passed is False
+
+
 def _gated(report: EvaluationReport | None, malformed: bool) -> bool:
-    """Return True when the format gate zeroes the reward."""
-    return malformed or report is None or not report.delivered
+    """Return True when the format gate or the completeness gate zeroes the reward."""
+    return malformed or report is None or not report.delivered or incomplete_plan(report)
 
 
 def reward_components(report: EvaluationReport | None, malformed: bool = False) -> dict[str, float]:
-    """Return the five reward ingredients (before the format gate), for logging under ``reward/``.
+    """Return the five reward ingredients (before the gates), for logging under ``reward/``.
+
+    ``reward/format_ok`` is 0 when the format gate zeroes the reward; ``reward/complete_plan`` is 0 when
+    the completeness gate does (:func:`incomplete_plan`).
 
     >>> reward_components(None)["reward/success"]
     0.0
@@ -77,12 +109,16 @@ def reward_components(report: EvaluationReport | None, malformed: bool = False) 
             "success": float(report.final_pass),
         }
     out = {f"reward/{k}": v for k, v in parts.items()}
-    out["reward/format_ok"] = 0.0 if _gated(report, malformed) else 1.0
+    out["reward/format_ok"] = 0.0 if malformed or report is None or not report.delivered else 1.0
+    out["reward/complete_plan"] = 0.0 if report is None or incomplete_plan(report) else 1.0
     return out
 
 
 def success_reward(report: EvaluationReport | None, malformed: bool) -> float:
-    """SUCCESS: 1 when every check passes, else 0 (0 when malformed).
+    """SUCCESS: 1 when every check passes, else 0 (0 when malformed or incomplete).
+
+    "Incomplete" is the completeness gate: a strict report whose ``is_not_absent`` fails (see
+    :func:`incomplete_plan`).
 
     >>> success_reward(None, malformed=False)
     0.0
@@ -93,7 +129,10 @@ def success_reward(report: EvaluationReport | None, malformed: bool) -> float:
 
 
 def macro_reward(report: EvaluationReport | None, malformed: bool) -> float:
-    """MACRO: (all commonsense pass + all applicable hard pass) / 2 (0 when malformed).
+    """MACRO: (all commonsense pass + all applicable hard pass) / 2 (0 when malformed or incomplete).
+
+    "Incomplete" is the completeness gate: a strict report whose ``is_not_absent`` fails (see
+    :func:`incomplete_plan`).
 
     >>> macro_reward(None, malformed=True)
     0.0
@@ -104,7 +143,10 @@ def macro_reward(report: EvaluationReport | None, malformed: bool) -> float:
 
 
 def sum_reward(report: EvaluationReport | None, malformed: bool) -> float:
-    """SUM: mean of cs_micro, hard_micro, cs_macro, hard_macro and success (0 when malformed).
+    """SUM: mean of cs_micro, hard_micro, cs_macro, hard_macro and success (0 when malformed or incomplete).
+
+    "Incomplete" is the completeness gate: a strict report whose ``is_not_absent`` fails (see
+    :func:`incomplete_plan`).
 
     >>> sum_reward(None, malformed=False)
     0.0
@@ -157,7 +199,7 @@ def curriculum_reward(
     progress: float,
     boundaries: Sequence[float] = DEFAULT_BOUNDARIES,
 ) -> float:
-    """CURRICULUM: SUM, then MACRO, then SUCCESS as training progresses.
+    """CURRICULUM: SUM, then MACRO, then SUCCESS as training progresses (all three keep both gates).
 
     Args:
         report: the strict-mode evaluation of the final plan (None when there is none).
@@ -280,10 +322,25 @@ def _call_key(call: ToolCall) -> tuple | None:
     return None
 
 
+def covers_trip(plan: Sequence[DayPlan], query: QueryRecord) -> bool:
+    """Tell whether a plan has exactly one real day per trip day (placeholder and empty cities don't count).
+
+    >>> from star_lib.types import DayPlan, LocalConstraint
+    >>> q = QueryRecord("A", "B", 3, 1, ("2022-03-01", "2022-03-02", "2022-03-03"), 1, LocalConstraint(), 900)
+    >>> covers_trip([DayPlan(1, "from A to B")], q), covers_trip([DayPlan(i, "B") for i in (1, 2, 3)], q)
+    (False, True)
+    """
+    from star_lib.travel.checks import PLACEHOLDER_CITY
+
+    real = [d for d in plan if d.current_city.strip() not in ("", "-", PLACEHOLDER_CITY)]
+    return len(plan) <= query.days and len(real) == query.days
+
+
 def milestone_credits(
     plan: Sequence[DayPlan] | None,
     steps: Sequence[tuple[ToolCall, Observation]],
     query: QueryRecord | None = None,
+    report: EvaluationReport | None = None,
 ) -> list[float]:
     """EXPERIMENTAL step-level reward: credit for each tool call that retrieved what the final plan needed.
 
@@ -294,10 +351,15 @@ def milestone_credits(
     share of needed information the agent actually retrieved, in [0, 1]. Not part of the STAR paper; use it
     as a shaping term next to a §8 reward, not instead of it.
 
+    The completeness gate applies here too: every step earns 0 when ``report`` is a strict report whose
+    ``is_not_absent`` fails (:func:`incomplete_plan`), or when ``query`` is given and the plan does not
+    cover the trip's days (:func:`covers_trip`) — a 1-day plan for a 3-day trip earns nothing.
+
     Args:
         plan: the final plan (None or empty → every step earns 0).
         steps: the episode's (tool call, observation) pairs in order.
         query: the task; adds flight dates and the SearchCity milestone of multi-city trips.
+        report: the plan's strict evaluation, when known (applies the completeness gate).
 
     Returns:
         One credit per step.
@@ -310,7 +372,7 @@ def milestone_credits(
 
     """
     credits = [0.0] * len(steps)
-    if not plan:
+    if not plan or incomplete_plan(report) or (query is not None and not covers_trip(plan, query)):
         return credits
     needed = plan_milestones(plan, query)
     if not needed:
@@ -337,12 +399,13 @@ def milestone_reward(
     steps: Sequence[tuple[ToolCall, Observation]],
     query: QueryRecord | None = None,
     malformed: bool = False,
+    report: EvaluationReport | None = None,
 ) -> float:
-    """EXPERIMENTAL: the episode total of :func:`milestone_credits`, behind the format gate.
+    """EXPERIMENTAL: the episode total of :func:`milestone_credits`, behind the format and completeness gates.
 
     >>> milestone_reward(None, [])
     0.0
     """
     if malformed:
         return 0.0
-    return float(sum(milestone_credits(plan, steps, query)))
+    return float(sum(milestone_credits(plan, steps, query, report)))
