@@ -174,11 +174,16 @@ def build_sft_dataset(
     return stats
 
 
+TEACHER_FILES: tuple[str, ...] = ("train.jsonl", "stats.json", "episodes.parquet")
+"""The files :func:`build_sft_dataset` writes into its ``out_dir``."""
+
+
 def _write(out: Path, episodes: Sequence[Episode], stats: TeacherStats) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    with (out / "train.jsonl").open("w", encoding="utf-8") as fh:
-        for ep in episodes:
-            if keep_episode(ep):
-                fh.write(json.dumps(sft_record(ep, ep.tool_schemas), ensure_ascii=False) + "\n")
-    (out / "stats.json").write_text(json.dumps(stats.to_dict(), indent=2) + "\n", encoding="utf-8")
-    episodes_frame(episodes).write_parquet(out / "episodes.parquet")
+    """Write the three files as one unit: a temporary folder swapped in (old set or new set, never a mix)."""
+    from star_lib.io import atomic_dir, write_json_atomic, write_jsonl_atomic, write_parquet_atomic
+
+    with atomic_dir(out, replaces=TEACHER_FILES) as tmp:
+        rows = (sft_record(ep, ep.tool_schemas) for ep in episodes if keep_episode(ep))
+        write_jsonl_atomic(tmp / "train.jsonl", rows)
+        write_json_atomic(tmp / "stats.json", stats.to_dict())
+        write_parquet_atomic(tmp / "episodes.parquet", episodes_frame(episodes))

@@ -47,10 +47,31 @@ def _grid_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def parse_seeds(text: str, option: str = "--seeds") -> list[int]:
+    """Parse a comma-separated list of integer seeds (``0,1,2``).
+
+    Raises:
+        ValueError: naming ``option`` and the item that is no integer (or an empty list).
+
+    """
+    items = [item.strip() for item in text.split(",")]
+    seeds = []
+    for item in items:
+        try:
+            seeds.append(int(item))
+        except ValueError:
+            raise ValueError(
+                f"{option} {text!r}: {item!r} is not an integer seed; give comma-separated integers (0,1,2)"
+            ) from None
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"{option} {text!r} repeats a seed; give each seed once")
+    return seeds
+
+
 def _load_grid(args: argparse.Namespace):
     from star_lib.experiments.grids import load_grid
 
-    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     grid = load_grid(args.grid, seeds=seeds)
     if args.stages:
         grid = grid.with_stages([s.strip() for s in args.stages.split(",") if s.strip()])
@@ -87,8 +108,8 @@ def _submit(args: argparse.Namespace) -> int:
     from star_lib.experiments.profiles import load_profile
     from star_lib.experiments.runner import grid_dir, submit_grid
 
+    profile = load_profile(args.cluster)  # a bad profile is refused before anything is written or submitted
     grid = _load_grid(args)
-    profile = load_profile(args.cluster)
     jobs = submit_grid(grid, profile, args.runs, cache=args.cache)
     print(f"{grid.name}: {len(jobs)} of {len(grid)} runs submitted ({profile.describe()})")
     for job in jobs:

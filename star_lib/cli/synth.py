@@ -37,15 +37,22 @@ def register(sub: Any) -> None:
 
 def run_synth(args: argparse.Namespace) -> int:
     """Synthesise, write the dataset, print a summary table; return the exit code."""
+    from star_lib.io import check_output_dir, lock_output
     from star_lib.synth import SynthConfig, load_world, mixture, synthesize, write_dataset
 
     n, mix = mixture(args.mixture) if args.mixture else (args.n, args.mix)
+    if n < 1:
+        raise ValueError(f"--n must be >= 1, got {n}")
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
     cfg = SynthConfig(
         n=n, mix=mix, seed=args.seed, workers=args.workers, realiser=args.realiser, tie_break=args.tie_break
     )
-    world = load_world(args.world)
-    result = synthesize(world, cfg, progress=not args.no_progress, world_spec=args.world)
-    paths = write_dataset(result, args.out, parquet=not args.no_parquet)
+    out = check_output_dir(args.out)
+    with lock_output(out):  # a second run into the same folder is refused now, not after its work
+        world = load_world(args.world)
+        result = synthesize(world, cfg, progress=not args.no_progress, world_spec=args.world)
+        paths = write_dataset(result, out, parquet=not args.no_parquet)
     _print_summary(result.stats, paths)
     return 0
 

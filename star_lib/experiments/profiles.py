@@ -20,6 +20,15 @@ CLUSTERS: tuple[str, ...] = ("slurm", "local", "debug")
 """submitit back-ends: Slurm, local subprocesses, or in-process (debugging)."""
 LAUNCHERS: tuple[str, ...] = ("none", "torchrun", "accelerate")
 """How a distributed stage starts its processes inside a job."""
+REQUIRED_KEYS: tuple[str, ...] = (
+    "cluster",
+    "nodes",
+    "gpus_per_node",
+    "cpus_per_task",
+    "mem_gb",
+    "timeout_min",
+)
+"""Keys a profile file must set: an empty or partial file must not quietly launch jobs on defaults."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,13 @@ class ClusterProfile:
     """Extra sbatch options without the dashes, e.g. ``{constraint: a100, exclusive: true}``."""
 
     def __post_init__(self) -> None:
+        for key in ("name", "cluster", "launcher"):
+            if not isinstance(getattr(self, key), str):
+                raise ConfigError(f"{key}: {getattr(self, key)!r} is not allowed; give a string")
+        for key in ("partition", "account", "qos"):
+            value = getattr(self, key)
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"{key}: {value!r} is not allowed; give a string (or null)")
         if self.cluster not in CLUSTERS:
             raise ConfigError(f"cluster: {self.cluster!r} is not allowed; choose one of {list(CLUSTERS)}")
         if self.launcher not in LAUNCHERS:
@@ -76,13 +92,28 @@ class ClusterProfile:
             raise ConfigError(f"gpus_per_node: {self.gpus_per_node!r} is not allowed; give an integer >= 0")
         if self.nodes > 1 and self.launcher == "none":
             raise ConfigError("launcher: a multi-node profile needs launcher torchrun or accelerate")
-        if not isinstance(self.mem_gb, (int, float)) or self.mem_gb <= 0:
+        if (
+            isinstance(self.mem_gb, bool)
+            or not isinstance(self.mem_gb, (int, float))
+            or not 0 < self.mem_gb < float("inf")
+        ):
             raise ConfigError(f"mem_gb: {self.mem_gb!r} is not allowed; give a positive number")
-        object.__setattr__(self, "setup", tuple(self.setup))
+        value = self.max_num_timeout
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"max_num_timeout: {value!r} is not allowed; give an integer >= 0")
+        if isinstance(self.setup, str) or not all(isinstance(line, str) for line in self.setup or ()):
+            raise ConfigError(f"setup: {self.setup!r} is not allowed; give a list of shell lines (strings)")
+        if not isinstance(self.additional, dict) or not all(isinstance(k, str) for k in self.additional):
+            raise ConfigError(
+                f"additional: {self.additional!r} is not allowed; give a mapping of sbatch option names"
+            )
+        object.__setattr__(self, "setup", tuple(self.setup or ()))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClusterProfile:
         """Build from a mapping; unknown keys raise :class:`ConfigError` naming the allowed ones."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"a cluster profile is a mapping of keys, got {type(data).__name__}")
         allowed = [f.name for f in fields(cls)]
         unknown = sorted(set(data) - set(allowed))
         if unknown:
@@ -189,16 +220,36 @@ class ClusterProfile:
 
 
 def load_profile(path: str | os.PathLike[str]) -> ClusterProfile:
-    """Load a cluster profile YAML (``slurm/<name>.yaml``); errors name the file and the key."""
+    """Load a cluster profile YAML (``slurm/<name>.yaml``); errors name the file and the key.
+
+    The file must be a mapping that sets every key of :data:`REQUIRED_KEYS` (an empty or partial file is
+    refused rather than launching jobs on defaults), with values of the right types.
+
+    Raises:
+        FileNotFoundError: when the file does not exist.
+        ConfigError: naming the file and the key that is unknown, missing or malformed.
+
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"cluster profile {path} not found; profiles live in slurm/*.yaml")
-    data = read_yaml(path) or {}
-    data.setdefault("name", path.stem)
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        what = "is empty" if data is None else f"holds a {type(data).__name__}, not a mapping of keys"
+        raise ConfigError(
+            f"{path}: the cluster profile {what}; set {list(REQUIRED_KEYS)} (see slurm/local.yaml)"
+        )
+    data = {"name": path.stem, **data}
     try:
-        return ClusterProfile.from_dict(data)
-    except ConfigError as exc:
+        profile = ClusterProfile.from_dict(data)
+    except (ConfigError, TypeError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    missing = [key for key in REQUIRED_KEYS if key not in data]
+    if missing:
+        raise ConfigError(
+            f"{path}: the cluster profile lacks required key(s) {missing} (see slurm/local.yaml)"
+        )
+    return profile
 
 
 def shell_join(command: list[str]) -> str:

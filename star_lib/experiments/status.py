@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from star_lib.io import read_json
 from star_lib.experiments.runner import JOB_FILE, read_run_record
+from star_lib.io import read_json
 
 if TYPE_CHECKING:
     import polars as pl
@@ -134,10 +134,8 @@ def run_status(run_dir: Path, slurm: dict[str, str]) -> RunStatus:
                 state = "failed"
                 last = _stderr_last_line(job)
                 error = f"Slurm {slurm_state}: {last}" if last else f"Slurm job {job_id} ended {slurm_state}"
-    elif state == "running" and not job:
-        pid, host = record.get("pid"), record.get("host")
-        if pid and host == socket.gethostname() and not _pid_alive(int(pid)):
-            state, error = "failed", f"process {pid} ended before the run finished (killed?)"
+    elif state in ("pending", "running") and (not job or job.get("cluster") in ("local", "debug")):
+        state, error = _local_liveness(state, error, record, job)
     return RunStatus(
         run=run_dir.name,
         state=state,
@@ -148,6 +146,30 @@ def run_status(run_dir: Path, slurm: dict[str, str]) -> RunStatus:
         gpu_hours=record.get("gpu_hours") if state == "done" else None,
         error=error if state == "failed" else None,
     )
+
+
+def _local_liveness(
+    state: str, error: str | None, record: dict[str, Any], job: dict[str, Any] | None
+) -> tuple[str, str | None]:
+    """Return (state, error) of a run on this machine: ``failed`` once its process is gone.
+
+    A running run records its pid and host in ``run.json``; a submitted local job's id (``job.json``) is
+    the pid of submitit's job process. Either one gone without a ``done``/``failed`` record means the run was
+    killed (SIGKILL, out of memory, reboot) and never will finish.
+    """
+    pid, host = record.get("pid"), record.get("host")
+    if state == "running" and pid and host == socket.gethostname() and not _pid_alive(int(pid)):
+        return "failed", f"process {pid} ended before the run finished (killed?)"
+    job_id = str(job.get("id", "")) if job else ""
+    job_host = job.get("host") if job else None
+    if (
+        job_id.isdigit()
+        and (job_host is None or job_host == socket.gethostname())
+        and not _pid_alive(int(job_id))
+    ):
+        where = "started" if state == "pending" else "finished"
+        return "failed", f"local job {job_id} ended before the run {where} (killed?)"
+    return state, error
 
 
 def _read_job(run_dir: Path) -> dict[str, Any] | None:
@@ -173,12 +195,18 @@ def grid_status(grid_folder: str | os.PathLike[str], sacct: Sacct = sacct_states
 
     Raises:
         FileNotFoundError: when the folder does not exist.
+        ValueError: when it is no grid folder (no ``grid.yaml`` and no run folder with a ``config.yaml``).
 
     """
     folder = Path(grid_folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"no grid folder {folder}; run or submit the grid first")
     dirs = run_dirs(folder)
+    if not dirs:
+        raise ValueError(
+            f"{folder} is no grid folder (no grid.yaml and no run folder with a config.yaml); pass the "
+            "folder `star run-grid` or `star submit` wrote, e.g. runs/<grid>"
+        )
     jobs = [j for d in dirs if (j := _read_job(d)) and j.get("cluster") == "slurm"]
     states = sacct([j["id"] for j in jobs]) if jobs else {}
     return [run_status(d, states) for d in dirs]

@@ -17,6 +17,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from star_lib.io import atomic_dir, read_queries, write_jsonl_atomic, write_parquet_atomic, write_text_atomic
 from star_lib.synth.config import SynthConfig, parse_mix
 from star_lib.synth.realise import LLMConfig, LLMRealiser, realise_query
 from star_lib.synth.sample import NoCandidateError, sample_elements
@@ -406,28 +407,41 @@ def record_row(record: QueryRecord) -> dict[str, Any]:
     return record.to_dict()
 
 
+def dataset_files(parquet: bool = True) -> tuple[str, ...]:
+    """Return the file names :func:`write_dataset` writes (``train.jsonl`` … ``stats.json``)."""
+    names = [f"{name}.{ext}" for name in SPLITS for ext in (("jsonl", "parquet") if parquet else ("jsonl",))]
+    return (*names, "stats.json")
+
+
 def write_dataset(result: SynthResult, out_dir: str | Path, parquet: bool = True) -> dict[str, Path]:
-    """Write ``{train,val,test}.jsonl`` (+ ``.parquet``) and ``stats.json`` under ``out_dir``.
+    """Write ``{train,val,test}.jsonl`` (+ ``.parquet``) and ``stats.json`` under ``out_dir``, as one unit.
+
+    The files are written into a temporary folder swapped in as ``out_dir`` (:func:`star_lib.io.atomic_dir`,
+    locked while written): a reader, or a writer killed at any moment, sees the previous complete dataset
+    or the new one — never an empty ``train.jsonl`` or splits of two runs — and last run's parquet files
+    go away when this run writes none. Other files in ``out_dir`` are kept.
 
     Returns:
         Paths of the written files by name (``train``, ``train.parquet``, …, ``stats``).
 
+    Raises:
+        star_lib.io.OutputLockedError: when another process is writing ``out_dir``.
+
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
-    for name in SPLITS:
-        rows = [record_row(r) for r in result.splits[name]]
-        path = out / f"{name}.jsonl"
-        path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
-        paths[name] = path
-        if parquet:
-            paths[f"{name}.parquet"] = _write_parquet(rows, out / f"{name}.parquet")
-    stats = out / "stats.json"
-    stats.write_text(
-        json.dumps(result.stats, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
-    paths["stats"] = stats
+    with atomic_dir(out, replaces=dataset_files(parquet=True)) as tmp:
+        for name in SPLITS:
+            rows = [record_row(r) for r in result.splits[name]]
+            write_jsonl_atomic(tmp / f"{name}.jsonl", rows)
+            paths[name] = out / f"{name}.jsonl"
+            if parquet:
+                _write_parquet(rows, tmp / f"{name}.parquet")
+                paths[f"{name}.parquet"] = out / f"{name}.parquet"
+        write_text_atomic(
+            tmp / "stats.json", json.dumps(result.stats, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        )
+        paths["stats"] = out / "stats.json"
     return paths
 
 
@@ -435,14 +449,11 @@ def _write_parquet(rows: list[dict[str, Any]], path: Path) -> Path:
     import polars as pl
 
     frame = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
-    frame.write_parquet(path)
-    return path
+    return write_parquet_atomic(path, frame)
 
 
-def read_dataset(path: str | Path) -> list[QueryRecord]:
-    """Read a JSONL split back into records (``reference_plan`` and ``idx`` included)."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    return [QueryRecord.from_dict(json.loads(line)) for line in lines if line.strip()]
+read_dataset = read_queries
+"""Read a JSONL split back into records: :func:`star_lib.io.read_queries` (the one query reader)."""
 
 
 def synthesize_mixtures(
