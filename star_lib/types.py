@@ -11,7 +11,10 @@ Field names follow the official TravelPlanner data (see ``../shared/spec/TRAVELP
 from __future__ import annotations
 
 import ast
+import datetime as _dt
 import json
+import math
+import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -42,6 +45,12 @@ HARD_KEYS: tuple[str, ...] = (
     "valid_room_type",
     "valid_transportation",
 )
+_CONSTRAINT_VALUES: dict[str, tuple[str, ...]] = {
+    "house rule": HOUSE_RULES,
+    "cuisine": CUISINES,
+    "room type": ROOM_TYPES,
+    "transportation": TRANSPORT_CONSTRAINTS,
+}
 PLAN_KEYS: tuple[str, ...] = (
     "days",
     "current_city",
@@ -54,21 +63,156 @@ PLAN_KEYS: tuple[str, ...] = (
 )
 
 
-def parse_literal(value: Any) -> Any:
+MAX_LITERAL_CHARS = 200_000
+"""Longest literal string :func:`parse_literal` parses (a 7-day reference plan is a few kB)."""
+MAX_LITERAL_DEPTH = 32
+"""Deepest bracket nesting :func:`parse_literal` parses (a plan nests 3 deep); deeper is refused unparsed."""
+
+
+class RecordError(ValueError):
+    """A query-record field holds a value outside the spec; the message names the field and the value."""
+
+    def __init__(self, field: str, value: Any, why: str) -> None:
+        """Build the one-sentence message ``query record field 'f' = value: why``."""
+        self.field = field
+        self.value = value
+        try:
+            shown = repr(value)
+        except RecursionError:
+            shown = f"<{type(value).__name__} nested too deep to show>"
+        if len(shown) > 80:
+            shown = f"{shown[:60]}… ({len(shown)} characters)"
+        super().__init__(f"query record field {field!r} = {shown}: {why}")
+
+
+def _nesting_depth(text: str) -> int:
+    """Return the deepest bracket nesting of ``text`` (brackets inside quotes count too: an upper bound)."""
+    depth = deepest = 0
+    for char in text:
+        if char in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in ")]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def parse_literal(value: Any, field: str = "value") -> Any:
     """Parse a value that public copies store as a Python-literal or JSON string; never ``eval``.
+
+    The string is refused before parsing when it is longer than :data:`MAX_LITERAL_CHARS` or nests
+    brackets deeper than :data:`MAX_LITERAL_DEPTH`, so hostile input can neither exhaust memory nor
+    recurse without end.
 
     >>> parse_literal("['2022-03-16', '2022-03-17']")
     ['2022-03-16', '2022-03-17']
     >>> parse_literal({"a": 1})
     {'a': 1}
+
+    Raises:
+        RecordError: naming ``field`` when the string is too long, too deep, or not a literal.
+
     """
     if not isinstance(value, str):
         return value
     text = value.strip()
+    if len(text) > MAX_LITERAL_CHARS:
+        raise RecordError(field, value, f"a literal longer than {MAX_LITERAL_CHARS:,} characters is refused")
+    if _nesting_depth(text) > MAX_LITERAL_DEPTH:
+        raise RecordError(field, value, f"nests brackets deeper than {MAX_LITERAL_DEPTH} levels")
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
+        pass
+    try:
         return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
+        raise RecordError(field, value, f"not a JSON or Python literal ({type(exc).__name__})") from None
+
+
+def _integer(field: str, value: Any, *, money: bool = False) -> int:
+    """Return ``value`` as an int: an int, an integral finite float, or a string of digits (not a bool).
+
+    With ``money``, a string may carry a leading ``$`` and thousands separators (``"$1,700"``).
+    """
+    if isinstance(value, bool):
+        raise RecordError(field, value, "must be a whole number, not a boolean")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer():
+            return int(value)
+        raise RecordError(field, value, "must be a whole finite number")
+    if isinstance(value, str):
+        text = value.strip()
+        if money:
+            text = text.removeprefix("$")
+            if _THOUSANDS.fullmatch(text):
+                text = text.replace(",", "")
+        if _WHOLE.fullmatch(text):
+            return int(float(text)) if "." in text else int(text)
+        raise RecordError(field, value, "must be a whole number")
+    raise RecordError(field, value, f"must be a whole number, not {type(value).__name__}")
+
+
+def _text(field: str, value: Any, *, required: bool = True) -> str:
+    """Return ``value`` if it is a string (non-blank when ``required``)."""
+    if not isinstance(value, str):
+        raise RecordError(field, value, f"must be a string, not {type(value).__name__}")
+    if required and not value.strip():
+        raise RecordError(field, value, "must not be empty")
+    return value
+
+
+_WHOLE = re.compile(r"[+-]?\d{1,15}(\.0+)?")
+_THOUSANDS = re.compile(r"\d{1,3}(,\d{3})+(\.0+)?")
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+VISITING_CITIES: dict[int, int] = {3: 1, 5: 2, 7: 3}
+"""Trip length → number of visiting cities (spec §1)."""
+PEOPLE_RANGE: tuple[int, int] = (1, 8)
+"""Group sizes a query may ask for, inclusive (spec §1)."""
+
+
+def _dates(value: Any, days: int) -> tuple[str, ...]:
+    """Return the trip's dates: ``days`` consecutive ISO dates (a list or its literal string)."""
+    dates = parse_literal(value, "date")
+    if not isinstance(dates, (list, tuple)):
+        raise RecordError("date", value, f"must be a list of {days} ISO dates, not {type(dates).__name__}")
+    if len(dates) != days:
+        raise RecordError("date", value, f"lists {len(dates)} dates; the trip has days={days}")
+    parsed = []
+    for item in dates:
+        try:
+            if not isinstance(item, str) or not _ISO_DATE.fullmatch(item):
+                raise ValueError
+            parsed.append(_dt.date.fromisoformat(item))
+        except ValueError:
+            raise RecordError("date", value, f"{item!r} is not an ISO date YYYY-MM-DD") from None
+    if any((b - a).days != 1 for a, b in zip(parsed, parsed[1:], strict=False)):
+        raise RecordError("date", value, "the dates must be consecutive days")
+    return tuple(dates)
+
+
+def _reference_plan(value: Any) -> tuple[DayPlan, ...] | None:
+    """Return the record's reference plan (list of day dicts or its literal string), or None."""
+    if value is None or (isinstance(value, (str, list, tuple)) and not value):
+        return None
+    plan = parse_literal(value, "reference_plan")
+    if not isinstance(plan, (list, tuple)) or not all(isinstance(d, dict) for d in plan):
+        raise RecordError("reference_plan", value, "must be a list of day objects")
+    out = []
+    for day in plan:
+        fields = {k: day[k] for k in PLAN_KEYS if k in day and day[k] is not None}
+        if "current_city" not in fields:
+            raise RecordError("reference_plan", value, "a day lacks 'current_city'")
+        for key, item in fields.items():
+            if key == "days":
+                fields[key] = _integer("reference_plan.days", item)
+            else:
+                _text(f"reference_plan.{key}", item, required=False)
+        fields.setdefault("days", len(out) + 1)
+        out.append(DayPlan(**fields))
+    return tuple(out)
 
 
 # ───────────────────────────── database rows ─────────────────────────────
@@ -191,18 +335,48 @@ class LocalConstraint:
 
     @classmethod
     def from_dict(cls, data: Any) -> LocalConstraint:
-        """Build from the official dict (or its literal string)."""
-        data = parse_literal(data) or {}
-        if not isinstance(data, dict):
-            raise ValueError(f"local_constraint must be a dict, got {type(data).__name__}")
-        cuisine = data.get("cuisine")
+        """Build from the official dict (or its literal string); None or empty means no constraint.
+
+        Keys must be among ``house rule``, ``cuisine``, ``room type``, ``transportation`` and values among
+        :data:`HOUSE_RULES`, :data:`CUISINES` (one or a list), :data:`ROOM_TYPES`,
+        :data:`TRANSPORT_CONSTRAINTS` or None (spec §1).
+
+        Raises:
+            RecordError: naming the key and value outside the spec.
+
+        """
+        blank = data is None or (isinstance(data, str) and not data.strip())
+        parsed = None if blank else parse_literal(data, "local_constraint")
+        if parsed is None or (isinstance(parsed, (str, dict)) and not parsed):
+            return cls()
+        if not isinstance(parsed, dict):
+            raise RecordError("local_constraint", data, f"must be a dict, not {type(parsed).__name__}")
+        unknown = [k for k in parsed if k not in _CONSTRAINT_VALUES]
+        if unknown:
+            raise RecordError(
+                "local_constraint", data, f"unknown key(s) {unknown}; use {list(_CONSTRAINT_VALUES)}"
+            )
+        for key in ("house rule", "room type", "transportation"):
+            value = parsed.get(key)
+            if value is not None and value not in _CONSTRAINT_VALUES[key]:
+                raise RecordError(
+                    f"local_constraint[{key!r}]", value, f"use one of {list(_CONSTRAINT_VALUES[key])} or None"
+                )
+        cuisine = parsed.get("cuisine")
         if isinstance(cuisine, str):
             cuisine = [cuisine]
+        if cuisine is not None:
+            if not isinstance(cuisine, (list, tuple)) or any(c not in CUISINES for c in cuisine):
+                raise RecordError(
+                    "local_constraint['cuisine']",
+                    parsed.get("cuisine"),
+                    f"use a list of {list(CUISINES)} or None",
+                )
         return cls(
-            house_rule=data.get("house rule"),
+            house_rule=parsed.get("house rule"),
             cuisine=tuple(cuisine) if cuisine else None,
-            room_type=data.get("room type"),
-            transportation=data.get("transportation"),
+            room_type=parsed.get("room type"),
+            transportation=parsed.get("transportation"),
         )
 
     @property
@@ -275,39 +449,63 @@ class QueryRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> QueryRecord:
-        """Build from plain JSON or the HF/CSV form whose values are literal strings.
+        """Build and validate a record from plain JSON or the official CSV/HF form (literal strings).
+
+        Accepts the official field names and value forms: ``date`` and ``local_constraint`` as lists/dicts
+        or their Python-literal strings, whole numbers as ints or digit strings (``budget`` also as
+        ``"$1,700"``). Validates every field against spec §1: ``days`` ∈ {3, 5, 7}, ``visiting_city_number``
+        = 1/2/3 for 3/5/7 days (derived when absent), ``date`` = ``days`` consecutive ISO dates,
+        ``people_number`` ∈ 1..8, ``budget`` a positive whole number, ``level`` ∈ :data:`LEVELS`, and
+        ``local_constraint`` keys/values of the spec. Other fields (``annotated_plan``,
+        ``reference_information``) are ignored.
 
         Raises:
-            ValueError: naming the field that is missing or malformed.
+            RecordError: (a ``ValueError``) naming the field that is missing or malformed and its value.
 
         """
-        missing = [k for k in ("org", "dest", "days", "date", "people_number", "budget") if k not in data]
+        if not isinstance(data, dict):
+            raise RecordError("record", data, f"must be a JSON object, not {type(data).__name__}")
+        missing = [
+            k for k in ("org", "dest", "days", "date", "people_number", "budget") if data.get(k) is None
+        ]
         if missing:
-            raise ValueError(f"query record lacks field(s) {missing}; has {sorted(data)}")
-        try:
-            dates = parse_literal(data["date"])
-            ref = data.get("reference_plan")
-            days = int(data["days"])
-            return cls(
-                org=str(data["org"]),
-                dest=str(data["dest"]),
-                days=days,
-                visiting_city_number=int(data.get("visiting_city_number") or {3: 1, 5: 2, 7: 3}.get(days, 1)),
-                date=tuple(str(d) for d in dates),
-                people_number=int(data["people_number"]),
-                local_constraint=LocalConstraint.from_dict(data.get("local_constraint")),
-                budget=int(float(data["budget"])),
-                query=str(data.get("query") or ""),
-                level=str(data.get("level") or "easy"),
-                idx=int(data["idx"]) if data.get("idx") is not None else None,
-                reference_plan=(
-                    tuple(DayPlan(**{k: d[k] for k in PLAN_KEYS if k in d}) for d in parse_literal(ref))
-                    if ref
-                    else None
-                ),
+            raise RecordError(
+                missing[0], None, f"required field(s) {missing} missing; record has {sorted(data)}"
             )
-        except (TypeError, ValueError, SyntaxError, KeyError) as exc:
-            raise ValueError(f"malformed query record: {exc}") from exc
+        days = _integer("days", data["days"])
+        if days not in VISITING_CITIES:
+            raise RecordError("days", data["days"], f"a trip lasts {sorted(VISITING_CITIES)} days")
+        cities = data.get("visiting_city_number")
+        visiting = VISITING_CITIES[days] if cities is None else _integer("visiting_city_number", cities)
+        if visiting != VISITING_CITIES[days]:
+            raise RecordError(
+                "visiting_city_number", cities, f"a {days}-day trip visits {VISITING_CITIES[days]} city(ies)"
+            )
+        people = _integer("people_number", data["people_number"])
+        if not PEOPLE_RANGE[0] <= people <= PEOPLE_RANGE[1]:
+            raise RecordError("people_number", data["people_number"], "use 1 to 8 people")
+        budget = _integer("budget", data["budget"], money=True)
+        if budget <= 0:
+            raise RecordError("budget", data["budget"], "must be a positive number of dollars")
+        level = data.get("level")
+        level = "easy" if level is None else _text("level", level)
+        if level not in LEVELS:
+            raise RecordError("level", level, f"use one of {list(LEVELS)}")
+        idx = data.get("idx")
+        return cls(
+            org=_text("org", data["org"]).strip(),
+            dest=_text("dest", data["dest"]).strip(),
+            days=days,
+            visiting_city_number=visiting,
+            date=_dates(data["date"], days),
+            people_number=people,
+            local_constraint=LocalConstraint.from_dict(data.get("local_constraint")),
+            budget=budget,
+            query=_text("query", data.get("query") or "", required=False),
+            level=level,
+            idx=None if idx is None else _integer("idx", idx),
+            reference_plan=_reference_plan(data.get("reference_plan")),
+        )
 
 
 # ───────────────────────────── environment steps ─────────────────────────────
