@@ -1,4 +1,4 @@
-"""The agent runtime: ReAct protocol, travel environment, lockstep episode runner, policies, teachers.
+"""The agent runtime: episode protocols, travel environment, lockstep episode runner, policies, teachers.
 
 >>> from star_lib.agent import ExpertPolicy, RolloutConfig, run_episodes  # doctest: +SKIP
 >>> episodes = run_episodes(ExpertPolicy(), queries, world, RolloutConfig())  # doctest: +SKIP
@@ -22,13 +22,19 @@ from star_lib.agent.policies import (
 )
 from star_lib.agent.protocol import (
     CONTEXT_LIMIT_PROMPT,
+    CompactProtocol,
     FinalAnswer,
     FormatError,
+    Protocol,
+    ReactProtocol,
+    check_protocol,
     format_answer,
     format_tool_call,
+    get_protocol,
     parse_turn,
     system_prompt,
     user_prompt,
+    write_protocol,
 )
 from star_lib.agent.rollout import RolloutStats, episode_row, episodes_frame, run_episodes, trl_rollout_output
 from star_lib.agent.serve import ChatServer
@@ -38,6 +44,7 @@ __all__ = [
     "CONTEXT_LIMIT_PROMPT",
     "ChatRenderer",
     "ChatServer",
+    "CompactProtocol",
     "Conversation",
     "Episode",
     "ExpertPolicy",
@@ -47,6 +54,8 @@ __all__ = [
     "OpenAIConfig",
     "OpenAIPolicy",
     "Policy",
+    "Protocol",
+    "ReactProtocol",
     "RolloutConfig",
     "RolloutStats",
     "SamplingParams",
@@ -56,10 +65,12 @@ __all__ = [
     "TravelEnv",
     "VLLMPolicy",
     "build_sft_dataset",
+    "check_protocol",
     "episode_row",
     "episodes_frame",
     "format_answer",
     "format_tool_call",
+    "get_protocol",
     "keep_episode",
     "parse_turn",
     "plan_steps",
@@ -68,4 +79,5 @@ __all__ = [
     "system_prompt",
     "trl_rollout_output",
     "user_prompt",
+    "write_protocol",
 ]

@@ -49,7 +49,7 @@ from typing import Any
 from star_lib.agent.config import RolloutConfig
 from star_lib.agent.expert import plan_steps, split_item, transport_mode
 from star_lib.agent.policies import Conversation, Generation
-from star_lib.agent.protocol import (
+from star_lib.agent.react import (
     ANSWER_CLOSE,
     ANSWER_OPEN,
     CALL_CLOSE,
@@ -368,45 +368,7 @@ def _expand_transport(number: int, value: str, cities: Sequence[str], world: Any
     )
 
 
-# ───────────────────────────── the protocol object ─────────────────────────────
-
-
-@dataclass(frozen=True)
-class CompactProtocol:
-    """The hooks :class:`~star_lib.agent.env.TravelEnv` calls when ``RolloutConfig.protocol == "compact"``."""
-
-    def system_prompt(self) -> str:
-        """Return the (one-word) system message."""
-        return SYSTEM_PROMPT
-
-    def user_prompt(self, query: QueryRecord) -> str:
-        """Return the compact task line."""
-        return user_prompt(query)
-
-    def parse_turn(self, text: Any) -> ToolCall | FinalAnswer | FormatError:
-        """Parse an assistant turn (:func:`parse_turn`)."""
-        return parse_turn(text)
-
-    def wrap_tools(self, tools: Tools) -> Tools:
-        """Make the tools answer compactly."""
-        return tools if isinstance(tools, CompactTools) else CompactTools(tools)
-
-    def format_error_message(self, error: FormatError) -> dict[str, str]:
-        """Return the observation after a malformed turn (short: tiny models read it)."""
-        return {"role": "tool", "content": f"format error: {error.reason}"}
-
-    def parse_answer(
-        self, text: str, query: QueryRecord, world: Any
-    ) -> tuple[tuple[DayPlan, ...] | None, str | None]:
-        """Expand the compact plan; a plan that cannot be expanded comes back as an error string."""
-        try:
-            return expand_plan(text, query, world), None
-        except ValueError as exc:
-            return None, str(exc)
-
-
-COMPACT = CompactProtocol()
-"""The protocol object (stateless)."""
+# ───────────────────────────── settings ─────────────────────────────
 
 
 def compact_rollout_config(**overrides: Any) -> RolloutConfig:

@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from star_lib.agent.protocol import CONTEXT_LIMIT_PROMPT
-
 REWARDS: tuple[str, ...] = ("success", "macro", "sum", "none")
 PROTOCOLS: tuple[str, ...] = ("react", "compact")
-"""Turn protocols: ``react`` (:mod:`star_lib.agent.protocol`), ``compact`` (:mod:`star_lib.agent.compact`)."""
+"""Episode protocols: ``react`` (:mod:`star_lib.agent.react`) and ``compact`` (:mod:`star_lib.agent.compact`);
+:func:`star_lib.agent.protocol.get_protocol` returns their objects."""
 
 
 @dataclass(frozen=True)
@@ -38,17 +37,18 @@ class RolloutConfig:
     tools_in_system_prompt: bool = False
     """List the tools in the system text instead of the chat template's ``tools=`` argument."""
     system_prompt: str | None = None
-    """Override of :func:`star_lib.agent.protocol.system_prompt`."""
-    context_limit_prompt: str = CONTEXT_LIMIT_PROMPT
-    """What the model is told when its context overflows."""
+    """Override of the protocol's system message (None: the protocol's own)."""
+    context_limit_prompt: str | None = None
+    """What the model is told when its context overflows (None: the protocol's own)."""
     chars_per_token: float = 4.0
     """Estimate used for the context budget when the policy has no tokenizer (expert, remote teachers)."""
     seed: int = 0
     """Base seed; episode ``i`` seeds its fault injector with ``seed + i``."""
     protocol: str = "react"
-    """Turn protocol: ``react`` (JSON tool calls, official JSON plan) or ``compact`` (short calls, one-line
+    """Episode protocol: ``react`` (JSON tool calls, official JSON plan) or ``compact`` (short calls, one-line
     observations, a compact plan expanded to the official one before evaluation; for tiny models, see
-    :mod:`star_lib.agent.compact`)."""
+    :mod:`star_lib.agent.compact`). The compact protocol shows no tool schemas, whatever
+    ``tools_in_system_prompt`` says."""
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -69,8 +69,3 @@ class RolloutConfig:
             raise ValueError(f"chars_per_token must be > 0, got {self.chars_per_token}")
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
-        if self.protocol == "compact" and not self.tools_in_system_prompt:
-            raise ValueError(
-                "the compact protocol renders no tool schemas: set tools_in_system_prompt=True "
-                "(or build the config with star_lib.agent.compact.compact_rollout_config)"
-            )

@@ -5,6 +5,9 @@ messages; later ones hold one ``tool`` message). ``terminated`` means the agent 
 means it hit the turn limit or the context limit (Gymnasium terms). The reward is 0 until the episode
 ends, then the configured reward of :mod:`star_lib.rewards` (format gate included).
 
+The episode protocol (``RolloutConfig.protocol``, a :class:`~star_lib.agent.protocol.Protocol`) renders the
+task and the observations and parses the turns and the plan.
+
 Tools come from a :class:`~star_lib.travel.tools.ToolRegistry` over the world, optionally wrapped in a
 :class:`~star_lib.travel.faults.FaultInjector` seeded per episode. Model mistakes never raise: a malformed
 turn becomes an observation (or ends the episode, as configured) and is counted.
@@ -24,16 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from star_lib.agent.config import RolloutConfig
-from star_lib.agent.protocol import (
-    FinalAnswer,
-    FormatError,
-    format_error_message,
-    parse_turn,
-    system_prompt,
-    tool_response,
-    tool_schemas,
-    user_prompt,
-)
+from star_lib.agent.protocol import FinalAnswer, FormatError, Protocol, get_protocol, tool_schemas
 from star_lib.types import DayPlan, EpisodeResult, EvaluationReport, QueryRecord, Termination, ToolCall, Tools
 
 INVALID_CALL_ERRORS = frozenset({"unknown_tool", "bad_arguments"})
@@ -62,6 +56,8 @@ class Episode(EpisodeResult):
     """A backend failure that ended the episode (then ``termination`` is ``malformed``)."""
     tool_schemas: list[dict[str, Any]] = field(default_factory=list)
     """Schemas given to the chat template as ``tools=`` (empty when they are listed in the system text)."""
+    protocol: str = "react"
+    """The episode protocol it was run in (``RolloutConfig.protocol``)."""
 
     @property
     def model_tokens(self) -> int:
@@ -90,10 +86,9 @@ class TravelEnv:
     ) -> None:
         self.world = world
         self.config = config or RolloutConfig()
-        self.protocol = turn_protocol(self.config.protocol)
-        self.base_tools: Tools = tools if tools is not None else _registry(world)
-        if self.protocol is not None:  # e.g. compact observations, rendered before any fault is injected
-            self.base_tools = self.protocol.wrap_tools(self.base_tools)
+        self.protocol: Protocol = get_protocol(self.config.protocol)
+        # e.g. compact observations, rendered before any fault is injected
+        self.base_tools: Tools = self.protocol.wrap_tools(tools if tools is not None else _registry(world))
         self.faults = faults
         self.tools: Tools = self.base_tools
         if faults is not None:
@@ -122,20 +117,14 @@ class TravelEnv:
             raise ValueError('reset needs options={"query": QueryRecord(...)}')
         if hasattr(self.tools, "reset"):
             self.tools.reset(seed)
-        cfg = self.config
-        if self.protocol is not None:
-            system = cfg.system_prompt or self.protocol.system_prompt()
-            user = self.protocol.user_prompt(query)
-        else:  # the ReAct protocol
-            listed = cfg.tools_in_system_prompt
-            system = cfg.system_prompt or system_prompt(self.schemas, include_tools=listed)
-            user = user_prompt(query)
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        task = self.protocol.render_task(query, self.schemas, self.config)
+        messages = task.messages
         self._episode = Episode(
             query=query,
             messages=list(messages),
             termination=Termination.MALFORMED,
-            tool_schemas=[] if cfg.tools_in_system_prompt else self.schemas,
+            tool_schemas=list(task.template_tools),
+            protocol=self.protocol.name,
         )
         self._final_requested = False
         self.done = False
@@ -152,7 +141,7 @@ class TravelEnv:
         content = action.strip() if isinstance(action, str) else ""
         ep.messages.append({"role": "assistant", "content": content})
         ep.turns += 1
-        turn = (self.protocol.parse_turn if self.protocol is not None else parse_turn)(content)
+        turn = self.protocol.parse_turn(content)
         info: dict[str, Any] = {"turn": turn}
         if isinstance(turn, FormatError):
             obs = self._on_format_error(ep, turn)
@@ -176,7 +165,7 @@ class TravelEnv:
 
         """
         ep = self._require_live()
-        ask = {"role": "user", "content": self.config.context_limit_prompt}
+        ask = {"role": "user", "content": self.context_limit_prompt}
         if ep.messages[-1]["role"] != "assistant":
             ep.messages[-1] = ask
         else:
@@ -190,6 +179,11 @@ class TravelEnv:
         ep.error = reason
         self._finish(Termination.MALFORMED)
         return ep
+
+    @property
+    def context_limit_prompt(self) -> str:
+        """What the model is told when its context overflows (the config's text, else the protocol's)."""
+        return self.config.context_limit_prompt or self.protocol.context_limit_prompt
 
     @property
     def episode(self) -> Episode:
@@ -215,9 +209,7 @@ class TravelEnv:
             cfg.max_format_errors and ep.format_errors >= cfg.max_format_errors
         ):
             return self._finish(Termination.MALFORMED)
-        if self.protocol is not None:
-            return [self.protocol.format_error_message(error)]
-        return [format_error_message(error)]
+        return [self.protocol.render_format_error(error)]
 
     def _call_tool(self, ep: Episode, call: ToolCall, info: dict[str, Any]) -> list[dict[str, Any]]:
         observation = self.tools.call(call.name, call.arguments)
@@ -228,16 +220,14 @@ class TravelEnv:
         if observation.fault:
             ep.faults[observation.fault] = ep.faults.get(observation.fault, 0) + 1
         info["observation"] = observation
-        return [tool_response(observation.text)]
+        return [self.protocol.render_observation(observation.text)]
 
     def _finish(self, termination: Termination) -> list[dict[str, Any]]:
         ep = self.episode
         ep.termination = termination
         self.done = True
-        if ep.answer_text is not None and self.protocol is not None:
-            ep.plan, ep.plan_error = self.protocol.parse_answer(ep.answer_text, ep.query, self.world)
-        elif ep.answer_text is not None:
-            ep.plan, ep.plan_error = _parse_plan(ep.answer_text, ep.query.days)
+        if ep.answer_text is not None:
+            ep.plan, ep.plan_error = self.protocol.parse_plan(ep.answer_text, ep.query, self.world)
         if self.config.evaluate and self.world is not None:
             ep.report = _evaluate(ep.query, ep.plan, self.world, self.config.eval_mode)
         ep.reward = _reward(self.config.reward, ep.report, ep.malformed)
@@ -252,34 +242,10 @@ class TravelEnv:
         return obs, ep.reward, terminated, ep.termination.truncated, info
 
 
-def turn_protocol(name: str) -> Any:
-    """Return the turn-protocol object of ``RolloutConfig.protocol``; None for the default ReAct protocol.
-
-    A protocol object provides ``system_prompt()``, ``user_prompt(query)``, ``parse_turn(text)``,
-    ``wrap_tools(tools)``, ``format_error_message(error)`` and ``parse_answer(text, query, world)``
-    (see :class:`star_lib.agent.compact.CompactProtocol`).
-    """
-    if name == "compact":
-        from star_lib.agent.compact import COMPACT
-
-        return COMPACT
-    return None
-
-
 def _registry(world: Any) -> Tools:
     from star_lib.travel.tools import ToolRegistry
 
     return ToolRegistry(world)
-
-
-def _parse_plan(text: str, days: int) -> tuple[tuple[DayPlan, ...] | None, str | None]:
-    """Parse the answer into a plan, or return the parse error as data."""
-    from star_lib.travel.plan import parse_plan
-
-    try:
-        return parse_plan(text, days=days), None
-    except ValueError as exc:
-        return None, str(exc)
 
 
 def _evaluate(

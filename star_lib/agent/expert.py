@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from star_lib.agent.policies import Conversation, Generation
-from star_lib.agent.protocol import format_answer, format_tool_call, parse_turn
+from star_lib.agent.react import format_answer, format_tool_call, parse_turn
 from star_lib.types import DayPlan, QueryRecord, ToolCall
 
 _STATE_SUFFIX = re.compile(r"\s*\([^()]*\)\s*$")

@@ -1,4 +1,4 @@
-"""The ReAct turn protocol: the system prompt, the user prompt, and a strict parser of assistant turns.
+"""The ReAct turn protocol (the paper's): system and user prompts and a strict parser of assistant turns.
 
 Each assistant turn is exactly one ``<think>…</think>`` followed by exactly one
 ``<tool_call>{"name": …, "arguments": {…}}</tool_call>`` or one ``<answer>…</answer>``, with nothing but

@@ -244,11 +244,13 @@ class LiveEpisode:
 
 
 def chat_renderer(tokenizer: Any, env: TravelEnv) -> ChatRenderer | None:
-    """Return the renderer that records an environment's episodes with ``tokenizer`` (None: no tokenizer)."""
+    """Return the renderer that records an environment's episodes with ``tokenizer`` (None: no tokenizer).
+
+    The template's tools are those the protocol rendered for the environment's (started) episode.
+    """
     if tokenizer is None:
         return None
-    tools = None if env.config.tools_in_system_prompt else env.schemas
-    return ChatRenderer(tokenizer, tools)
+    return ChatRenderer(tokenizer, env.episode.tool_schemas or None)
 
 
 def _timed(stats: RolloutStats, bucket: str, fn: Any, *args: Any) -> None:
@@ -304,6 +306,7 @@ def episode_row(ep: Episode) -> dict[str, Any]:
         "days": ep.query.days,
         "org": ep.query.org,
         "dest": ep.query.dest,
+        "protocol": ep.protocol,
         "termination": ep.termination.value,
         "malformed": ep.malformed,
         "turns": ep.turns,

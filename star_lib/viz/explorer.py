@@ -125,42 +125,25 @@ def _observation_kind(role: str, text: str) -> str:
     return "ok"
 
 
-def _turn_parsers() -> list[Any]:
-    """Return the agent's turn parsers: ReAct first, then the compact protocol where this checkout has it."""
-    from star_lib.agent.protocol import parse_turn
+def parse_transcript(messages: Sequence[Mapping[str, Any]], protocol: str | None = None) -> list[Turn]:
+    """Split a conversation into turns with the parser of the episode's protocol.
 
-    parsers = [parse_turn]
-    try:
-        from star_lib.agent.compact import parse_turn as parse_compact
-    except ImportError:  # pragma: no cover - the compact protocol is optional
-        return parsers
-    return [*parsers, parse_compact]
+    Args:
+        messages: The stored conversation.
+        protocol: The episode's protocol (the ``protocol`` column of its rollouts row); None for a row
+            without one: the protocol whose system message opens the conversation, else ``react``.
 
+    """
+    from star_lib.agent.protocol import FinalAnswer, FormatError, detect_protocol, get_protocol
 
-def parse_any_turn(text: str) -> Any:
-    """Parse an assistant turn with the first protocol that accepts it (ReAct's error when none does)."""
-    from star_lib.agent.protocol import FormatError
-
-    first = None
-    for parse in _turn_parsers():
-        parsed = parse(text)
-        if not isinstance(parsed, FormatError):
-            return parsed
-        first = first or parsed
-    return first
-
-
-def parse_transcript(messages: Sequence[Mapping[str, Any]]) -> list[Turn]:
-    """Split a conversation into turns with the agent's own parsers (ReAct or compact protocol)."""
-    from star_lib.agent.protocol import FinalAnswer, FormatError
-
-    turns: list[Turn] = []
     msgs = list(messages)
+    parser = get_protocol(protocol or detect_protocol(msgs))
+    turns: list[Turn] = []
     for i, message in enumerate(msgs):
         if message.get("role") != "assistant":
             continue
         text = str(message.get("content") or "")
-        parsed = parse_any_turn(text)
+        parsed = parser.parse_turn(text)
         think_match = _THINK.search(text)
         think = think_match.group(1).strip() if think_match else ""
         if isinstance(parsed, FormatError):
@@ -569,8 +552,9 @@ class TrajectoryExplorer:
         index = self.episode.value if index is None else index
         key = (self.run.value, int(index) if index is not None else -1)
         if key not in self._transcripts:
-            raw = self.row(index).get("messages") if index is not None else None
-            self._transcripts[key] = parse_transcript(json.loads(raw)) if raw else []
+            row = self.row(index) if index is not None else {}
+            raw = row.get("messages")
+            self._transcripts[key] = parse_transcript(json.loads(raw), row.get("protocol")) if raw else []
         return self._transcripts[key]
 
     def _label(self, index: int, row: Mapping[str, Any]) -> str:

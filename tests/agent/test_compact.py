@@ -160,14 +160,16 @@ def test_compact_plan_with_too_many_days_is_rejected(records: list) -> None:
 
 
 def test_compact_protocol_needs_no_tool_schemas_and_env_uses_it(world: World, records: list) -> None:
-    with pytest.raises(ValueError, match="tools_in_system_prompt"):
-        RolloutConfig(protocol="compact")
     with pytest.raises(ValueError, match="protocol must be one of"):
         RolloutConfig(protocol="telepathy")
+    # the protocol name alone decides the opening: no schemas, the one-word system message, its own ask
+    bare = TravelEnv(world, RolloutConfig(protocol="compact"))
+    assert bare.reset(options={"query": records[0]})[0][0] == {"role": "system", "content": "plan"}
+    assert bare.episode.tool_schemas == [] and bare.request_final_answer()[0]["content"] == "answer now"
     env = TravelEnv(world, compact_rollout_config())
     messages, _ = env.reset(options={"query": records[0]})
     assert messages[1]["content"].startswith(f"{records[0].org}>{records[0].dest}|")
-    assert env.episode.tool_schemas == []
+    assert env.episode.tool_schemas == [] and env.episode.protocol == "compact"
     obs, *_ = env.step("no tags at all")
     assert obs[0]["content"].startswith("format error")
     react = TravelEnv(world, RolloutConfig())

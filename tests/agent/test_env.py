@@ -6,7 +6,7 @@ import pytest
 
 from star_lib.agent.config import RolloutConfig
 from star_lib.agent.env import TravelEnv
-from star_lib.agent.protocol import plan_json
+from star_lib.agent.react import plan_json
 from star_lib.types import DayPlan, Termination
 
 CALL = '<think>t</think><tool_call>{"name": "SearchRestaurant", "arguments": {"city": "Denver"}}</tool_call>'
@@ -111,7 +111,7 @@ def test_env_counts_injected_faults(fake_tools, query):
 def test_env_evaluates_and_rewards_real_plan(real_db_dir, tp_dir):
     import json
 
-    from star_lib.agent.protocol import format_answer
+    from star_lib.agent.react import format_answer
     from star_lib.travel.plan import parse_plan
     from star_lib.travel.world import World
     from star_lib.types import QueryRecord

@@ -8,7 +8,7 @@ import pytest
 
 from star_lib.agent.config import RolloutConfig
 from star_lib.agent.expert import ExpertPolicy, city_name, plan_steps, split_item, transport_mode
-from star_lib.agent.protocol import FinalAnswer, ToolCall, parse_turn
+from star_lib.agent.react import FinalAnswer, ToolCall, parse_turn
 from star_lib.agent.rollout import run_episodes
 from star_lib.types import Termination
 

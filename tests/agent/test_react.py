@@ -1,4 +1,4 @@
-"""The turn protocol: strict parsing, formatting round trips, prompts."""
+"""The ReAct turn protocol: strict parsing, formatting round trips, prompts."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from star_lib.agent.protocol import (
+from star_lib.agent.react import (
     CALL_CLOSE,
     CALL_OPEN,
     TAGS,

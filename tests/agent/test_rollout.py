@@ -10,6 +10,7 @@ import pytest
 
 from star_lib.agent.config import RolloutConfig
 from star_lib.agent.expert import ExpertPolicy
+from star_lib.agent.react import CONTEXT_LIMIT_PROMPT
 from star_lib.agent.rollout import RolloutStats, episodes_frame, run_episodes, trl_rollout_output
 from star_lib.types import Termination
 
@@ -64,7 +65,7 @@ def test_rollout_context_limit_asks_for_plan_once(fake_tools, query, qwen_tokeni
         "user",
         "assistant",
     ]
-    assert ep.messages[-2] == {"role": "user", "content": cfg.context_limit_prompt}
+    assert ep.messages[-2] == {"role": "user", "content": CONTEXT_LIMIT_PROMPT}
     assert len(ep.prompt_ids) + len(ep.completion_ids) <= cfg.max_context_tokens
     assert ep.malformed  # truncated episodes fail the format gate
 

@@ -1,0 +1,111 @@
+"""The episode protocol object: one interface per protocol, and checkpoints that record theirs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from star_lib.agent.compact import CompactExpert
+from star_lib.agent.config import PROTOCOLS, RolloutConfig
+from star_lib.agent.expert import ExpertPolicy
+from star_lib.agent.protocol import (
+    PROTOCOL_FILE,
+    FinalAnswer,
+    FormatError,
+    ProtocolMismatchError,
+    check_protocol,
+    detect_protocol,
+    get_protocol,
+    read_protocol,
+    write_protocol,
+)
+from star_lib.types import LocalConstraint, QueryRecord, ToolCall
+
+REACT_CALL = '<think>go</think><tool_call>{"name": "SearchCity", "arguments": {"state": "Ohio"}}</tool_call>'
+COMPACT_CALL = "<think>go</think><tool_call>SearchCity|Ohio</tool_call>"
+
+
+@pytest.fixture
+def records() -> list[QueryRecord]:
+    query = QueryRecord(
+        org="Aville",
+        dest="Bton",
+        days=3,
+        visiting_city_number=1,
+        date=("d1", "d2", "d3"),
+        people_number=1,
+        local_constraint=LocalConstraint(),
+        budget=900,
+        query="Plan a trip.",
+    )
+    return [query]
+
+
+def test_every_protocol_name_has_one_object_with_the_whole_interface() -> None:
+    for name in PROTOCOLS:
+        protocol = get_protocol(name)
+        assert protocol.name == name
+        for hook in ("render_task", "parse_turn", "render_observation", "render_format_error", "parse_plan"):
+            assert callable(getattr(protocol, hook))
+    assert isinstance(get_protocol("react").expert(), ExpertPolicy)
+    assert isinstance(get_protocol("compact").expert(max_retries=2), CompactExpert)
+    with pytest.raises(ValueError, match=r"protocol must be one of \('react', 'compact'\), got 'json'"):
+        get_protocol("json")
+
+
+def test_each_protocol_parses_its_own_turns_and_rejects_the_other() -> None:
+    react, compact = get_protocol("react"), get_protocol("compact")
+    assert react.parse_turn(REACT_CALL) == ToolCall("SearchCity", {"state": "Ohio"})
+    assert compact.parse_turn(COMPACT_CALL) == ToolCall("SearchCity", {"state": "Ohio"})
+    assert isinstance(react.parse_turn(COMPACT_CALL), FormatError)
+    assert isinstance(compact.parse_turn("<think>a</think><answer>x|y</answer>"), FinalAnswer)
+
+
+def test_render_task_follows_the_config(records: list) -> None:
+    schemas = [{"type": "function", "function": {"name": "SearchCity"}}]
+    react = get_protocol("react").render_task(records[0], schemas, RolloutConfig())
+    assert react.template_tools == schemas and react.messages[0]["role"] == "system"
+    listed = get_protocol("react").render_task(
+        records[0], schemas, RolloutConfig(tools_in_system_prompt=True)
+    )
+    assert listed.template_tools == [] and "SearchCity" in listed.messages[0]["content"]
+    compact = get_protocol("compact").render_task(records[0], schemas, RolloutConfig(protocol="compact"))
+    assert compact.template_tools == [] and compact.messages[0]["content"] == "plan"
+    assert get_protocol("compact").render_format_error(FormatError("x")) == {
+        "role": "tool",
+        "content": "format error: x",
+    }
+
+
+def test_detect_protocol_reads_the_system_message(records: list) -> None:
+    for name in PROTOCOLS:
+        task = get_protocol(name).render_task(records[0], [], RolloutConfig(protocol=name))
+        assert detect_protocol(task.messages) == name
+    assert detect_protocol([{"role": "system", "content": "something else"}]) == "react"
+    assert detect_protocol([]) == "react"
+
+
+def test_checkpoint_records_its_protocol_and_refuses_the_other(tmp_path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    assert check_protocol(model, "react") is None  # an older folder (or a hub id) records nothing
+    path = write_protocol(model, "compact")
+    assert path.name == PROTOCOL_FILE and json.loads(path.read_text()) == {"protocol": "compact"}
+    assert check_protocol(model, "compact") == "compact"
+    with pytest.raises(ProtocolMismatchError) as caught:
+        check_protocol(model, "react")
+    message = str(caught.value)
+    assert "trained on the compact protocol" in message and "speaks react" in message
+    assert str(model) in message and "\n" not in message
+
+
+def test_a_broken_protocol_file_names_the_file(tmp_path) -> None:
+    (tmp_path / PROTOCOL_FILE).write_text('{"protocol": "json"}')
+    with pytest.raises(ValueError, match=rf"{PROTOCOL_FILE}: \"protocol\" must be one of"):
+        read_protocol(tmp_path)
+    (tmp_path / PROTOCOL_FILE).write_text("{not json")
+    with pytest.raises(ValueError, match="not readable JSON"):
+        read_protocol(tmp_path)
+    with pytest.raises(ValueError, match="protocol must be one of"):
+        write_protocol(tmp_path, "json")
