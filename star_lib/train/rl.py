@@ -941,6 +941,9 @@ def run_rl(
     model_dir = out / "model"
     trainer.save_model(str(model_dir))
     trainer.processing_class.save_pretrained(model_dir)
+    from star_lib.agent.protocol import write_protocol
+
+    write_protocol(model_dir, cfg.protocol)  # the protocol its episodes spoke
     metrics = trainer.star_metrics  # type: ignore[attr-defined]
     metrics.flush()
     rewards = [

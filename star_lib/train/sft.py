@@ -454,6 +454,9 @@ def run_sft(cfg: SFTRunConfig) -> SFTResult:
     model_dir = out / "model"
     trainer.save_model(str(model_dir))
     tokenizer.save_pretrained(model_dir)
+    from star_lib.agent.protocol import detect_protocol, write_protocol
+
+    write_protocol(model_dir, detect_protocol(rows[0]["messages"]))  # the protocol its data speaks
     metrics.flush()
     losses = [
         r["train/loss"] for r in metrics.rows if r["stage"] == "sft" and r.get("train/loss") is not None
