@@ -158,23 +158,83 @@ def read_jsonl(path: str | os.PathLike[str], what: str = "JSONL") -> list[Any]:
     return records
 
 
+QUERY_SUFFIXES: tuple[str, ...] = (".jsonl", ".csv", ".parquet")
+"""File kinds :func:`read_queries` reads."""
+
+
 def read_queries(path: str | os.PathLike[str], limit: int | None = None) -> list[QueryRecord]:
-    """Return the query records of a JSONL file (``QueryRecord.to_dict`` rows, official field names).
+    """Return the query records of a JSONL, CSV or parquet file — one reader for every query file kind.
+
+    Reads ``star synth`` splits (``QueryRecord.to_dict`` rows) and the official TravelPlanner files
+    (train/validation/test, as published on the hub or saved locally): the official field names, with
+    ``date``/``local_constraint`` as Python-literal strings and ``budget`` as a string or an int. Columns
+    other than the record's (``annotated_plan``, ``reference_information``, an index column) are ignored.
+    Every record is validated by :meth:`QueryRecord.from_dict`.
+
+    Args:
+        path: a ``.jsonl``, ``.csv`` or ``.parquet`` file.
+        limit: keep the first ``limit`` records (None: all); every record is still validated.
 
     Raises:
         FileNotFoundError: when the file is missing.
-        ValueError: naming the file and line of a record that is not a query record.
+        ValueError: naming the file and line/row of a record that is not a valid query record, a file kind
+            that is not one of :data:`QUERY_SUFFIXES`, or a negative ``limit``.
 
     """
+    file = Path(path)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit={limit!r}: keep a non-negative number of queries (or none for all)")
+    if not file.is_file():
+        raise FileNotFoundError(f"queries file not found: {file}")
+    suffix = file.suffix.lower()
+    if suffix not in QUERY_SUFFIXES:
+        raise ValueError(
+            f"{file}: queries are read from {', '.join(QUERY_SUFFIXES)} files, not {suffix or 'no'}"
+        )
+    rows = _jsonl_rows(file) if suffix == ".jsonl" else _table_rows(file, suffix)
     records = []
-    for number, row in enumerate(read_jsonl(path, "queries"), start=1):
+    for where, row in rows:
         if not isinstance(row, dict):
-            raise ValueError(f"{path}: record {number} is not a JSON object")
+            raise ValueError(f"{where}: a query record must be a JSON object, got {type(row).__name__}")
         try:
             records.append(QueryRecord.from_dict(row))
         except (ValueError, TypeError, KeyError) as exc:
-            raise ValueError(f"{path}: record {number}: {exc}") from None
+            raise ValueError(f"{where}: {exc}") from None
     return records[:limit] if limit is not None else records
+
+
+def _jsonl_rows(file: Path) -> Iterator[tuple[str, Any]]:
+    """Yield ``("file:line", decoded line)`` for each non-empty line of a JSONL file."""
+    with file.open(encoding="utf-8") as handle:
+        number = 0
+        try:
+            for number, line in enumerate(handle, start=1):  # noqa: B007 (used in the error below)
+                if not line.strip():
+                    continue
+                try:
+                    row = loads_strict(line)
+                except (ValueError, RecursionError) as exc:
+                    raise ValueError(f"{file}:{number}: not a JSON line ({exc})") from None
+                yield f"{file}:{number}", row
+        except UnicodeDecodeError:
+            raise ValueError(f"{file}:{number + 1}: not UTF-8 text") from None
+
+
+def _table_rows(file: Path, suffix: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield ``("file: row N", row dict)`` for each row of a CSV (read as text) or parquet table."""
+    import polars as pl
+
+    try:
+        if suffix == ".csv":
+            frame = pl.read_csv(file, infer_schema=False, encoding="utf8")
+        else:
+            frame = pl.read_parquet(file)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        kind = "CSV" if suffix == ".csv" else "parquet"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{file}: not a readable {kind} table ({first})") from None
+    for number, row in enumerate(frame.iter_rows(named=True), start=1):
+        yield f"{file}: row {number}", row
 
 
 def read_text(path: str | os.PathLike[str], what: str = "text") -> str:
