@@ -74,6 +74,85 @@ class StarParser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
+def positive_int(text: str) -> int:
+    """Argparse type: an integer >= 1 (``--limit -1`` is refused, not read as "all but the last")."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 1")
+    return value
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """Argparse type: a finite number >= 0 (a temperature)."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return value
+
+
+def rate(text: str) -> float:
+    """Argparse type: a rate in [0, 1] (fault and corruption rates)."""
+    value = _finite(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a rate between 0 and 1")
+    return value
+
+
+def probability(text: str) -> float:
+    """Argparse type: a probability mass in (0, 1] (``--top-p``)."""
+    value = _finite(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
+    return value
+
+
+DEVICES = ("cpu", "cuda", "cuda:<n>", "mps")
+"""Torch devices the commands accept for ``--device``."""
+
+
+def device(text: str) -> str:
+    """Argparse type: a torch device name, one of :data:`DEVICES` (``--device tpu`` is refused here)."""
+    name = text.strip().lower()
+    if name in ("cpu", "cuda", "mps") or (name.startswith("cuda:") and name[5:].isdigit()):
+        return name
+    raise argparse.ArgumentTypeError(f"{text!r} is not a device; choose one of {', '.join(DEVICES)}")
+
+
+def check_device(name: str | None, option: str = "--device") -> str:
+    """Return ``name`` (default: ``cuda`` when available, else ``cpu``) after checking this machine has it.
+
+    Raises:
+        ValueError: naming ``option`` when the device is not available here (no CUDA build or GPU, no MPS).
+
+    """
+    import torch
+
+    if name is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"{option} {name}: no CUDA device on this machine; use {option} cpu")
+        index = int(name.split(":", 1)[1]) if ":" in name else 0
+        if index >= torch.cuda.device_count():
+            raise ValueError(f"{option} {name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    if name == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ValueError(f"{option} mps: no Apple MPS device on this machine; use {option} cpu")
+    return name
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser with every stage's subcommands that exist in this checkout."""
     parser = StarParser(prog="star", description="STAR lab kit: the TravelPlanner RL pipeline.")

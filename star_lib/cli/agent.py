@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 from pathlib import Path
 from typing import Any
+
+from star_lib.cli import device, non_negative_float, positive_int, probability, rate
 
 
 def register(sub: Any) -> None:
@@ -31,15 +32,19 @@ def register(sub: Any) -> None:
 def _episode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", nargs="+", required=True, help="JSONL file(s) of query records")
     p.add_argument("--world", required=True, help="database folder, or synthetic:<tiny|small|full>:<seed>")
-    p.add_argument("--limit", type=int, default=None, help="use only the first N queries")
-    p.add_argument("--max-turns", type=int, default=30, help="assistant turns per episode (default 30)")
-    p.add_argument("--max-new-tokens", type=int, default=1024, help="tokens per turn (default 1024)")
-    p.add_argument("--max-context", type=int, default=32768, help="context budget in tokens (default 32768)")
-    p.add_argument("--faults", type=float, default=0.0, help="tool failure rate, e.g. 0.1 (default 0)")
-    p.add_argument("--corruption", type=float, default=0.0, help="tool result corruption rate (default 0)")
+    p.add_argument("--limit", type=positive_int, default=None, help="use only the first N queries")
+    p.add_argument(
+        "--max-turns", type=positive_int, default=30, help="assistant turns per episode (default 30)"
+    )
+    p.add_argument("--max-new-tokens", type=positive_int, default=1024, help="tokens per turn (default 1024)")
+    p.add_argument(
+        "--max-context", type=positive_int, default=32768, help="context budget in tokens (default 32768)"
+    )
+    p.add_argument("--faults", type=rate, default=0.0, help="tool failure rate, e.g. 0.1 (default 0)")
+    p.add_argument("--corruption", type=rate, default=0.0, help="tool result corruption rate (default 0)")
     p.add_argument("--eval-mode", choices=("strict", "official"), default="strict")
     p.add_argument("--seed", type=int, default=0, help="seed of sampling and fault injection")
-    p.add_argument("--chunk-size", type=int, default=64, help="episodes run in lockstep at once")
+    p.add_argument("--chunk-size", type=positive_int, default=64, help="episodes run in lockstep at once")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -48,9 +53,11 @@ def _endpoint_args(p: argparse.ArgumentParser) -> None:
         "--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1"
     )
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="NAME of the env var holding the API key")
-    p.add_argument("--concurrency", type=int, default=8, help="requests in flight (default 8)")
-    p.add_argument("--temperature", type=float, default=0.6, help="sampling temperature (default 0.6)")
-    p.add_argument("--top-p", type=float, default=0.95, help="nucleus mass (default 0.95)")
+    p.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight (default 8)")
+    p.add_argument(
+        "--temperature", type=non_negative_float, default=0.6, help="sampling temperature (default 0.6)"
+    )
+    p.add_argument("--top-p", type=probability, default=0.95, help="nucleus mass in (0, 1] (default 0.95)")
     p.add_argument(
         "--tools-mode",
         choices=("system", "template"),
@@ -60,36 +67,51 @@ def _endpoint_args(p: argparse.ArgumentParser) -> None:
 
 
 def load_queries(paths: list[str], limit: int | None = None) -> list[Any]:
-    """Read query records from JSONL files; an ``annotated_plan`` becomes the ``reference_plan``.
+    """Read query records with :func:`star_lib.io.read_queries`; an ``annotated_plan`` is the reference plan.
+
+    Records without an ``idx`` get their position among all the files' records.
 
     Raises:
         FileNotFoundError: When a file is missing.
-        ValueError: When a line is not a query record (the message names file and line).
+        ValueError: When a record is not a query record (the message names file and line), or ``limit`` < 1.
 
     """
-    from star_lib.types import QueryRecord
+    from star_lib.io import read_queries
 
+    if limit is not None and limit < 1:
+        raise ValueError(f"--limit must be >= 1, got {limit}")
     records: list[Any] = []
     for name in paths:
-        path = Path(name)
-        if not path.is_file():
-            raise FileNotFoundError(f"query file {path} not found: pass JSONL written by `star synth`")
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                record = QueryRecord.from_dict(row)
-            except ValueError as exc:
-                raise ValueError(f"{path}:{number}: {exc}") from exc
-            if record.reference_plan is None and row.get("annotated_plan"):
-                from star_lib.travel.plan import parse_plan
-
-                record = dataclasses.replace(record, reference_plan=parse_plan(row["annotated_plan"]))
+        file_records = read_queries(name)
+        if any(r.reference_plan is None for r in file_records):
+            file_records = _attach_annotated_plans(Path(name), file_records)
+        for record in file_records:
             if record.idx is None:
                 record = dataclasses.replace(record, idx=len(records))
             records.append(record)
     return records[:limit] if limit is not None else records
+
+
+def _attach_annotated_plans(path: Path, records: list[Any]) -> list[Any]:
+    """Give records of the official train split (JSONL) their ``annotated_plan`` as ``reference_plan``."""
+    from star_lib.io import read_jsonl
+    from star_lib.travel.plan import PlanParseError, parse_plan
+
+    if path.suffix != ".jsonl":
+        return records
+    rows = [row for row in read_jsonl(path, "queries") if isinstance(row, dict)]
+    if len(rows) != len(records):
+        return records
+    out = []
+    for number, (record, row) in enumerate(zip(records, rows, strict=True), start=1):
+        if record.reference_plan is None and row.get("annotated_plan"):
+            try:
+                plan = parse_plan(row["annotated_plan"])
+            except (PlanParseError, ValueError) as exc:
+                raise ValueError(f"{path}: record {number}: annotated_plan: {exc}") from None
+            record = dataclasses.replace(record, reference_plan=plan)
+        out.append(record)
+    return out
 
 
 def _rollout_config(args: argparse.Namespace, **extra: Any) -> Any:
@@ -151,36 +173,70 @@ def _register_teacher(sub: Any) -> None:
 def run_teacher(args: argparse.Namespace) -> int:
     """Build the SFT dataset and print its statistics; return the exit code."""
     from star_lib.agent.expert import ExpertPolicy
-    from star_lib.agent.teacher import build_sft_dataset
+    from star_lib.agent.teacher import TEACHER_FILES, build_sft_dataset
+    from star_lib.io import atomic_dir, check_output_dir, lock_output
     from star_lib.synth import load_world
 
-    tokenizer = _load_tokenizer(args.tokenizer) if args.tokenizer else None
-    if args.teacher == "expert":
-        policy: Any = ExpertPolicy(seed=args.seed)
-    elif args.teacher.startswith("openai:") and len(args.teacher) > len("openai:"):
-        policy = _openai_policy(args.teacher.split(":", 1)[1], args, tokenizer)
-    else:
+    out = check_output_dir(args.out)  # before any work: a bad --out must not cost the whole run
+    if not (args.teacher == "expert" or (args.teacher.startswith("openai:") and len(args.teacher) > 7)):
         raise ValueError(f"--teacher must be 'expert' or 'openai:<model>', got {args.teacher!r}")
-    queries = load_queries(args.queries, args.limit)
-    if args.teacher == "expert" and any(q.reference_plan is None for q in queries):
-        raise ValueError(
-            "the expert needs queries with reference_plan (or annotated_plan): use `star synth` output"
-        )
-    world = load_world(args.world)
-    cfg = _rollout_config(args, reward="none")
-    stats = build_sft_dataset(
-        policy,
-        queries,
-        world,
-        args.out,
-        cfg,
-        _faults(args),
-        tokenizer=tokenizer,
-        chunk_size=args.chunk_size,
-        progress=not args.no_progress,
-    )
-    _print_table(f"star teacher → {args.out}", stats.to_dict())
+    with lock_output(out):
+        tokenizer = _load_tokenizer(args.tokenizer) if args.tokenizer else None
+        if args.teacher == "expert":
+            policy: Any = ExpertPolicy(seed=args.seed)
+        else:
+            policy = _openai_policy(args.teacher.split(":", 1)[1], args, tokenizer)
+        queries = load_queries(args.queries, args.limit)
+        if args.teacher == "expert" and any(q.reference_plan is None for q in queries):
+            raise ValueError(
+                "the expert needs queries with reference_plan (or annotated_plan): use `star synth` output"
+            )
+        world = load_world(args.world)
+        cfg = _rollout_config(args, reward="none")
+        # the dataset is built in a temporary folder: a run that keeps nothing leaves the old output as it was
+        with atomic_dir(out, replaces=TEACHER_FILES) as tmp:
+            stats = build_sft_dataset(
+                policy,
+                queries,
+                world,
+                tmp,
+                cfg,
+                _faults(args),
+                tokenizer=tokenizer,
+                chunk_size=args.chunk_size,
+                progress=not args.no_progress,
+            )
+            if stats.kept == 0:
+                cause = _failure_cause(tmp / "episodes.parquet")
+                raise NothingSucceededError(
+                    f"the teacher kept 0 of {stats.total} episodes ({cause}); {out} was left as it was"
+                )
+    _print_table(f"star teacher → {out}", stats.to_dict())
     return 0
+
+
+class NothingSucceededError(ValueError):
+    """A run in which no episode succeeded (a dead endpoint, a wrong model name): nothing worth writing."""
+
+
+def _failure_cause(episodes: Any) -> str:
+    """Describe why episodes failed: the most common backend error, else the terminations."""
+    import polars as pl
+
+    frame = pl.read_parquet(episodes) if isinstance(episodes, Path) else episodes
+    if frame.height == 0:
+        return "no episodes"
+    errors = frame.filter(pl.col("error").is_not_null())
+    if errors.height:
+        top = errors["error"].value_counts(sort=True).row(0)
+        return f"{errors.height} ended with a backend error, most often {str(top[0])[:160]!r}"
+    terms = ", ".join(
+        f"{k}: {v}"
+        for k, v in zip(
+            *frame["termination"].value_counts(sort=True).to_dict(as_series=False).values(), strict=True
+        )
+    )
+    return f"terminations {terms}"
 
 
 def _load_tokenizer(path: str) -> Any:
@@ -205,9 +261,13 @@ def _register_rollout(sub: Any) -> None:
     _endpoint_args(p)
     p.add_argument("--model", required=True, help="checkpoint folder, preset name, or endpoint model name")
     p.add_argument("--backend", choices=("transformers", "vllm", "openai"), default="transformers")
-    p.add_argument("--samples", type=int, default=1, help="episodes per query (group_id = query position)")
-    p.add_argument("--batch-size", type=int, default=16, help="sequences per generate call (transformers)")
-    p.add_argument("--device", default=None, help="cpu | cuda (default: cuda when available)")
+    p.add_argument(
+        "--samples", type=positive_int, default=1, help="episodes per query (group_id = query position)"
+    )
+    p.add_argument(
+        "--batch-size", type=positive_int, default=16, help="sequences per generate call (transformers)"
+    )
+    p.add_argument("--device", type=device, default=None, help="cpu | cuda (default: cuda when available)")
     p.add_argument("--token-ids", choices=("canonical", "sampled"), default="canonical")
     p.add_argument("--out", default="runs/rollout/rollouts.parquet", help="parquet file to write")
     p.set_defaults(func=run_rollout)
@@ -215,13 +275,22 @@ def _register_rollout(sub: Any) -> None:
 
 def run_rollout(args: argparse.Namespace) -> int:
     """Run the episodes, write the parquet and print a summary; return the exit code."""
-    from star_lib.agent.rollout import RolloutStats, episodes_frame, run_episodes
-    from star_lib.synth import load_world
+    from star_lib.io import check_output_file, lock_output
 
     if args.samples < 1 or args.chunk_size < 1:
         raise ValueError("--samples and --chunk-size must be >= 1")
-    policy = _rollout_policy(args)
+    out = check_output_file(args.out)  # before any work: a bad --out must not cost the whole run
+    with lock_output(out):
+        return _rollout(args, out)
+
+
+def _rollout(args: argparse.Namespace, out: Path) -> int:
+    from star_lib.agent.rollout import RolloutStats, episodes_frame, run_episodes
+    from star_lib.io import write_parquet_atomic
+    from star_lib.synth import load_world
+
     queries = load_queries(args.queries, args.limit)
+    policy = _rollout_policy(args)
     world = load_world(args.world)
     cfg = _rollout_config(args, token_ids=args.token_ids)
     jobs = [(q, i) for i, q in enumerate(queries) for _ in range(args.samples)]
@@ -242,10 +311,21 @@ def run_rollout(args: argparse.Namespace) -> int:
         for ep in run:
             ep.index += start
         episodes.extend(run)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     frame = episodes_frame(episodes)
-    frame.write_parquet(out)
+    failed = sum(1 for ep in episodes if ep.error is not None)
+    if episodes and failed == len(episodes):
+        raise NothingSucceededError(
+            f"all {failed} episodes failed in the backend ({_failure_cause(frame)}); {out} was not written"
+        )
+    write_parquet_atomic(out, frame)
+    if failed:
+        import sys
+
+        print(
+            f"star rollout: warning: {failed} of {len(episodes)} episodes failed in the backend "
+            f"({_failure_cause(frame)})",
+            file=sys.stderr,
+        )
     _print_table(f"star rollout → {out}", _summary(frame, stats))
     return 0
 
@@ -257,15 +337,43 @@ def _rollout_policy(args: argparse.Namespace) -> Any:
     if args.backend == "openai":
         return _openai_policy(args.model, args)
     if args.backend == "vllm":
+        import importlib.util
+
         from star_lib.train.models import resolve_model_source
 
+        if importlib.util.find_spec("vllm") is None:
+            raise ValueError(
+                "--backend vllm needs vLLM, which is not installed here: pip install 'star-lab[gpu]' on a "
+                "CUDA machine, or use --backend transformers"
+            )
         return VLLMPolicy(resolve_model_source(args.model), sampling=sampling)
+    model, tokenizer = load_model(args.model, args.device)
+    return TransformersPolicy(model, tokenizer, sampling, batch_size=args.batch_size)
+
+
+def load_model(name: str, device_name: str | None, option: str = "--model") -> tuple[Any, Any]:
+    """Load a checkpoint folder, preset or hub model for inference on a checked device.
+
+    Raises:
+        ValueError: naming ``--device`` when the device is not here, or ``option`` when the model cannot be
+            loaded (a hub id with no hub reachable and no cached copy, a folder without weights).
+
+    """
+    from star_lib.cli import check_device
     from star_lib.train.models import load_model_and_tokenizer
 
-    device = args.device or _default_device()
-    model, tokenizer = load_model_and_tokenizer(args.model, device=device)
-    model.eval()
-    return TransformersPolicy(model, tokenizer, sampling, batch_size=args.batch_size)
+    device_name = check_device(device_name)
+    try:
+        model, tokenizer = load_model_and_tokenizer(name, device=device_name)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) or exc.errno is not None:
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(
+            f"{option} {name!r} could not be loaded ({first}); pass a local checkpoint folder, or put the "
+            "model in the Hugging Face cache / $STAR_MODELS_DIR while the hub is unreachable"
+        ) from None
+    return model.eval(), tokenizer
 
 
 def _default_device() -> str:
