@@ -8,9 +8,9 @@ Example::
 
 ``--model`` is ``baseline`` (the programmatic search-and-extract agent) or a checkpoint folder run with
 ``--backend transformers`` (default) or ``vllm``, or a served model name with ``--backend openai
---base-url …``. The BM25 index of ``--corpus`` is built on first use (beside the corpus, or in
-``$STAR_CACHE_DIR`` / ``~/.cache/star_lib`` when that folder is read-only). Writes the per-question
-table to ``--out`` and the long summary (``dataset, metric, value``) beside it as
+--base-url …``. The BM25 index of ``--corpus`` is built on first use (in ``$STAR_CACHE_DIR`` when it is
+set, else beside the corpus, or in ``~/.cache/star_lib`` when that folder is read-only). Writes the
+per-question table to ``--out`` and the long summary (``dataset, metric, value``) beside it as
 ``<stem>_summary.parquet``.
 """
 
@@ -20,6 +20,8 @@ import argparse
 import json
 from pathlib import Path
 from typing import Any
+
+from star_lib.cli import device, non_negative_float, positive_int
 
 
 def register(subparsers: Any) -> None:
@@ -35,23 +37,27 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--backend", choices=("transformers", "vllm", "openai"), default="transformers")
     parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint root (--backend openai)")
-    parser.add_argument("--device", default=None, help="torch device for --backend transformers")
-    parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0 = greedy)")
+    parser.add_argument("--device", type=device, default=None, help="torch device for --backend transformers")
+    parser.add_argument(
+        "--temperature", type=non_negative_float, default=0.0, help="sampling temperature (0 = greedy)"
+    )
     parser.add_argument("--datasets", default="all", help="comma-separated sets, or 'all' (default)")
     parser.add_argument(
         "--data-dir", required=True, type=Path, help="folder with <set>.jsonl files (or one file)"
     )
     parser.add_argument("--corpus", required=True, type=Path, help="passage corpus (wiki-18 JSONL or TSV)")
-    parser.add_argument("--limit", type=int, default=None, help="questions per set (seeded sample)")
+    parser.add_argument("--limit", type=positive_int, default=None, help="questions per set (seeded sample)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
     parser.add_argument(
         "--out", type=Path, default=None, help="results parquet (default runs/qa/<model>/qa.parquet)"
     )
-    parser.add_argument("--top-k", type=int, default=3, help="passages per Search call")
-    parser.add_argument("--max-turns", type=int, default=6, help="assistant turns per episode")
-    parser.add_argument("--max-new-tokens", type=int, default=512, help="tokens per assistant turn")
-    parser.add_argument("--max-context-tokens", type=int, default=8192, help="context budget per episode")
-    parser.add_argument("--batch-size", type=int, default=64, help="episodes in lockstep")
+    parser.add_argument("--top-k", type=positive_int, default=3, help="passages per Search call")
+    parser.add_argument("--max-turns", type=positive_int, default=6, help="assistant turns per episode")
+    parser.add_argument("--max-new-tokens", type=positive_int, default=512, help="tokens per assistant turn")
+    parser.add_argument(
+        "--max-context-tokens", type=positive_int, default=8192, help="context budget per episode"
+    )
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="episodes in lockstep")
     parser.add_argument("--retriever", choices=("bm25", "dense"), default="bm25")
     parser.add_argument(
         "--dense-model", default=None, help="local sentence-transformers model (--retriever dense)"
@@ -72,7 +78,7 @@ def _default_out(model: str) -> Path:
 def run_qa_eval(args: argparse.Namespace) -> int:
     """Run ``star qa-eval``; return the exit code."""
     from star_lib.qa.datasets import parse_dataset_list
-    from star_lib.qa.evaluate import QAEvalConfig, evaluate_qa, make_policy, summary_path, summary_table
+    from star_lib.qa.evaluate import QAEvalConfig, summary_path
 
     cfg = QAEvalConfig(
         datasets=parse_dataset_list(args.datasets),
@@ -84,9 +90,32 @@ def run_qa_eval(args: argparse.Namespace) -> int:
         max_context_tokens=args.max_context_tokens,
         batch_size=args.batch_size,
     )
+    from star_lib.io import check_output_file, lock_output
+
     out = args.out or _default_out(args.model)
     if out.suffix != ".parquet":
         raise ValueError(f"--out must name a .parquet file, got {out}")
+    check_output_file(out)  # before any work: a bad --out must not cost the whole evaluation
+    check_output_file(summary_path(out), "--out (its summary file)")
+    with lock_output(out):
+        return _run(args, cfg, out)
+
+
+def _run(args: argparse.Namespace, cfg: Any, out: Path) -> int:
+    from star_lib.qa.evaluate import evaluate_qa, make_policy, summary_path, summary_table
+
+    if args.backend == "vllm":
+        import importlib.util
+
+        if importlib.util.find_spec("vllm") is None:
+            raise ValueError(
+                "--backend vllm needs vLLM, which is not installed here: pip install 'star-lab[gpu]' on a "
+                "CUDA machine, or use --backend transformers"
+            )
+    if args.backend == "transformers" and args.model != "baseline":
+        from star_lib.cli import check_device
+
+        args.device = check_device(args.device)
     policy = make_policy(
         args.model,
         backend=args.backend,

@@ -49,11 +49,14 @@ def register(sub: Any) -> None:
 
 def run_synth(args: argparse.Namespace) -> int:
     """Generate the world, write it, print its summary; return the exit code."""
+    from star_lib.io import atomic_dir, check_output_dir
     from star_lib.travel.world import World
 
+    out = check_output_dir(args.out)
     world = World.synthetic(seed=args.seed, scale=args.scale)
-    world.to_csv_dir(args.out)
-    _print_summary(world.summary(), title=f"wrote synthetic:{args.scale}:{args.seed} to {args.out}")
+    with atomic_dir(out) as tmp:  # the CSVs appear together (swapped in), never a half-written database
+        world.to_csv_dir(tmp)
+    _print_summary(world.summary(), title=f"wrote synthetic:{args.scale}:{args.seed} to {out}")
     return 0
 
 

@@ -300,10 +300,9 @@ def summary_path(out: str | os.PathLike[str]) -> Path:
 
 
 def _write_atomic(frame: pl.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    frame.write_parquet(tmp)
-    os.replace(tmp, path)
+    from star_lib.io import write_parquet_atomic
+
+    write_parquet_atomic(path, frame)
 
 
 def write_results(results: pl.DataFrame, out: str | os.PathLike[str]) -> tuple[Path, Path]:

@@ -7,7 +7,8 @@ The corpus is a JSONL file in the wiki-18 / Search-R1 format, one passage a line
 (``{"id", "title", "text"}`` lines and DPR/KILT-style TSV files ``id<TAB>"Title: … Text: …"`` work too).
 
 The BM25 index is built once with :mod:`bm25s` and saved in a folder beside the corpus
-(``<corpus>.bm25s/``), or in a cache folder when the corpus folder is read-only — a folder whose
+(``<corpus>.bm25s/``), or in ``$STAR_CACHE_DIR`` when it is set (the cache wins), or in the user cache
+folder when the corpus folder is read-only — a folder whose
 permission bits deny writes counts as read-only even for root, so shared data is never written to.
 Later runs load it memory-mapped (``bm25s.BM25.load(mmap=True)``), so a large index costs no RAM
 until it is read. Passages are not copied into the index: ``offsets.npy`` holds the byte offset of
@@ -331,16 +332,21 @@ def default_cache_dir() -> Path:
 def default_index_dir(
     corpus: str | os.PathLike[str], kind: str = "bm25s", cache_dir: Path | None = None
 ) -> Path:
-    """Return where the index of ``corpus`` lives: beside it when its folder is writable, else in the cache.
+    """Return where the index of ``corpus`` lives: in the cache when one is named, else beside the corpus.
+
+    A cache named by ``cache_dir`` or by ``$STAR_CACHE_DIR`` always wins; without one the index goes beside
+    the corpus when its folder is writable, else in :func:`default_cache_dir`.
 
     Args:
         corpus: the corpus file.
         kind: index kind, used as the folder suffix (``bm25s``, ``dense-<model>``).
-        cache_dir: cache root; when given the index always goes there (default: beside the corpus, or
-            :func:`default_cache_dir` for a read-only folder).
+        cache_dir: cache root; when given the index always goes there (default: ``$STAR_CACHE_DIR`` when
+            set, else beside the corpus, or :func:`default_cache_dir` for a read-only folder).
 
     """
     corpus = Path(corpus).resolve()
+    if cache_dir is None and os.environ.get(CACHE_ENV):
+        cache_dir = Path(os.environ[CACHE_ENV])
     if cache_dir is None and _folder_writable(corpus.parent):
         return corpus.parent / f"{corpus.name}.{kind}"
     digest = hashlib.sha1(str(corpus).encode()).hexdigest()[:12]

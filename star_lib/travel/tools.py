@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from star_lib.io import DuplicateKeyError, loads_strict
 from star_lib.travel.world import FlightRecord, World
 from star_lib.types import Observation
 
@@ -228,7 +229,9 @@ class ToolRegistry:
         required = self._required[name]
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments)
+                arguments = loads_strict(arguments)  # no RecursionError on deep JSON, no duplicate keys
+            except DuplicateKeyError as exc:
+                return _error(f"Error: {name} arguments: {exc}; give each argument once.")
             except ValueError:
                 pass
         if not isinstance(arguments, dict):
