@@ -6,6 +6,7 @@ Values that reproduce the STAR paper's DataSynthesis rules cite ``../shared/spec
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from os import PathLike
 
 from star_lib.types import LEVELS
 
@@ -117,6 +118,10 @@ class SynthConfig:
     """Give up after ``n × max_attempts_factor`` sampling attempts per level."""
     workers: int = 1
     """Processes for synthesis; output is byte-identical for any value."""
+    exclude_queries: str | None = None
+    """A query file (``.jsonl``/``.csv``/``.parquet``, read by ``star_lib.io.read_queries``) of held-out
+    queries: a record with the same origin, destination, dates, local constraints, people and days as one
+    of them is rejected (counted under ``held-out query``), so synthesis never reproduces a test query."""
 
     def __post_init__(self) -> None:
         """Check every field; errors say which value to change."""
@@ -168,6 +173,12 @@ class SynthConfig:
             raise ValueError(f"max_attempts_factor={self.max_attempts_factor}: must be >= 1")
         if self.workers < 1:
             raise ValueError(f"workers={self.workers}: must be >= 1")
+        if self.exclude_queries is not None:
+            if not isinstance(self.exclude_queries, (str, PathLike)) or not str(self.exclude_queries).strip():
+                raise ValueError(
+                    f"exclude_queries={self.exclude_queries!r}: give a query file path or leave it unset"
+                )
+            self.exclude_queries = str(self.exclude_queries)
 
     @property
     def level_counts(self) -> dict[str, int]:

@@ -27,6 +27,7 @@ from star_lib.types import LEVELS, QueryRecord
 SPLITS: tuple[str, ...] = ("train", "val", "test")
 R_NO_ROUTE = "no route of this shape"
 R_DUPLICATE = "duplicate record"
+R_HELD_OUT = "held-out query"
 PAPER_SIZES: tuple[int, ...] = (100, 500, 1000, 2000)
 """Data-quantity axis of the paper (§9): RL prompt counts."""
 PAPER_MIXTURES: tuple[str, ...] = tuple(f"mixed-{n}" for n in PAPER_SIZES) + (
@@ -164,6 +165,39 @@ def record_key(record: QueryRecord) -> str:
     return json.dumps([record.org, record.dest, list(record.date), record.local_constraint.to_dict()])
 
 
+def held_out_key(record: QueryRecord) -> str:
+    """Key of a task as a held-out query: origin, destination, dates, local constraints, people, days.
+
+    Cuisines compare as a set (their order does not change the task); budget and wording do not count.
+    """
+    constraint = record.local_constraint.to_dict()
+    if constraint["cuisine"] is not None:
+        constraint["cuisine"] = sorted(constraint["cuisine"])
+    fields = [record.org, record.dest, list(record.date), constraint, record.people_number, record.days]
+    return json.dumps(fields, sort_keys=True)
+
+
+def held_out_keys(cfg: SynthConfig) -> tuple[set[str], dict[str, Any] | None]:
+    """Read ``cfg.exclude_queries``: the held-out keys and a summary for the stats (None when unset).
+
+    Raises:
+        FileNotFoundError: when the file does not exist.
+        ValueError: naming the file and record that is not a query record.
+
+    """
+    if cfg.exclude_queries is None:
+        return set(), None
+    from star_lib.io import file_sha256, read_queries
+
+    queries = read_queries(cfg.exclude_queries)
+    keys = {held_out_key(q) for q in queries}
+    return keys, {
+        "file": cfg.exclude_queries,
+        "sha256": file_sha256(cfg.exclude_queries),
+        "queries": len(queries),
+    }
+
+
 def _identity(record: QueryRecord) -> str:
     return json.dumps(replace(record, query="", reference_plan=None).to_dict(), sort_keys=True)
 
@@ -185,7 +219,8 @@ class SynthResult:
 class _Collector:
     """Consumes outcomes in attempt order; keeps counters."""
 
-    def __init__(self) -> None:
+    def __init__(self, held_out: set[str] | None = None) -> None:
+        self.held_out = held_out or set()
         self.accepted: dict[str, list[QueryRecord]] = defaultdict(list)
         self.seen: set[str] = set()
         self.attempts: Counter = Counter()
@@ -198,6 +233,9 @@ class _Collector:
         self.notes.update(out.notes)
         if out.record is None:
             self.rejections[out.rejection.reason if out.rejection else "unknown"] += 1
+            return False
+        if self.held_out and held_out_key(out.record) in self.held_out:
+            self.rejections[R_HELD_OUT] += 1
             return False
         ident = _identity(out.record)
         if ident in self.seen:
@@ -231,15 +269,22 @@ def synthesize(
         world_spec: how worker processes rebuild the world (``load_world`` spec); when None they
             receive a pickled copy.
 
+    With ``cfg.exclude_queries`` set, a record equal (:func:`held_out_key`) to one of those queries is
+    rejected under :data:`R_HELD_OUT`, and ``stats["held_out"]`` records the file, its SHA-256, its size and
+    the rejections.
+
     Raises:
-        ValueError: when a level that was asked for yields no record at all (the message lists why).
+        ValueError: when a level that was asked for yields no record at all (the message lists why), or
+            the held-out file holds a record that is not a query record.
+        FileNotFoundError: when ``cfg.exclude_queries`` does not exist.
 
     """
     from tqdm.auto import tqdm
 
     cfg = cfg or SynthConfig()
     targets = cfg.level_counts
-    col = _Collector()
+    held_out, held_out_summary = held_out_keys(cfg)
+    col = _Collector(held_out)
     bar = tqdm(total=cfg.n, desc="synth", unit="rec", disable=not progress)
     pool = _start_pool(world, cfg, llm, world_spec) if cfg.workers > 1 else None
     realiser = _make_realiser(cfg, llm) if pool is None else None
@@ -259,6 +304,8 @@ def synthesize(
         )
     splits = split_records(col.accepted, cfg)
     stats = dataset_stats(splits, col, cfg, world)
+    if held_out_summary is not None:
+        stats["held_out"] = {**held_out_summary, "rejected": col.rejections[R_HELD_OUT]}
     return SynthResult(splits=splits, stats=stats, config=cfg)
 
 
