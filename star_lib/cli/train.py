@@ -134,8 +134,12 @@ def run_sft_command(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from star_lib.io import check_output_dir
     from star_lib.train.sft import run_sft
 
+    check_output_dir(args.out)
+    if not Path(args.data).exists():
+        raise FileNotFoundError(f"--data {args.data}: no such SFT JSONL file or folder (see star teacher)")
     result = run_sft(config_from_args(args))
     summary = {
         "model_dir": str(result.model_dir),
@@ -158,13 +162,57 @@ def run_sft_command(args: argparse.Namespace) -> int:
     return 0
 
 
+_RL_FLAGS = {"data": "--data", "output_dir": "--out", "model_path": "--model"}
+"""RLRunConfig fields a ``star rl`` flag can supply."""
+
+
+def check_rl_yaml(args: argparse.Namespace) -> None:
+    """Check ``--config`` before training: a mapping of fields that, with the flags, sets every required one.
+
+    The fields sit at top level or under ``rl:``.
+
+    Raises:
+        FileNotFoundError: when the file is missing.
+        ValueError: naming the file when it is empty, not a mapping, or lacks required fields (and the flags
+            that would supply them).
+
+    """
+    from dataclasses import MISSING, fields
+
+    from star_lib.io import read_yaml
+    from star_lib.train.rl import RLRunConfig
+
+    if not Path(args.config).is_file():
+        raise FileNotFoundError(f"--config {args.config}: no such RL config file")
+    data = read_yaml(args.config)
+    section = data.get("rl", data) if isinstance(data, dict) else data
+    if section is not None and not isinstance(section, dict):
+        raise ValueError(
+            f"{args.config}: expected a mapping of RLRunConfig fields (at top level or under rl:), "
+            f"got a {type(section).__name__}"
+        )
+    section = section or {}
+    required = [f.name for f in fields(RLRunConfig) if f.default is MISSING and f.default_factory is MISSING]
+    missing = [
+        name
+        for name in required
+        if section.get(name) is None
+        and getattr(args, _RL_FLAGS.get(name, "")[2:].replace("-", "_"), None) is None
+    ]
+    if missing:
+        hints = ", ".join(f"{name} (or {_RL_FLAGS[name]})" if name in _RL_FLAGS else name for name in missing)
+        raise ValueError(f"{args.config}: the RL config does not set {hints}")
+
+
 def run_rl_command(args: argparse.Namespace) -> int:
     """Run ``star rl``: GRPO / DAPO / ARPO from a YAML config, then print a table and a JSON summary line."""
     from rich.console import Console
     from rich.table import Table
 
+    from star_lib.io import check_output_dir
     from star_lib.train.rl import RLRunConfig, run_rl
 
+    check_rl_yaml(args)
     cfg = RLRunConfig.from_yaml(
         args.config,
         output_dir=args.out,
@@ -175,6 +223,7 @@ def run_rl_command(args: argparse.Namespace) -> int:
         seed=args.seed,
         algorithm=args.algorithm,
     )
+    check_output_dir(cfg.output_dir, "--out (output_dir)")
     result = run_rl(cfg, resume=args.resume)
     summary = {
         "model_dir": str(result.model_dir),
