@@ -216,13 +216,26 @@ class FastPolicy:
         sampling: Temperature, top-p, top-k and seed.
         reuse_cache: Keep each conversation's cache between calls (keyed by ``Conversation.key``) and
             prefill only the new tokens; turn off to prefill every context from scratch.
+        entropy_tokens: Also return the normalised entropies of each turn's first ``entropy_tokens`` tokens
+            (from the raw logits, as :class:`~star_lib.agent.policies.TransformersPolicy` does) as
+            :class:`~star_lib.agent.policies.EntropyGeneration` (ARPO); 0: plain generations.
 
     """
 
     def __init__(
-        self, model: Any, tokenizer: Any, sampling: SamplingParams | None = None, *, reuse_cache: bool = True
+        self,
+        model: Any,
+        tokenizer: Any,
+        sampling: SamplingParams | None = None,
+        *,
+        reuse_cache: bool = True,
+        entropy_tokens: int = 0,
     ) -> None:
         from star_lib.agent.policies import SamplingParams, stop_token_ids
+
+        if entropy_tokens < 0:
+            raise ValueError(f"entropy_tokens must be >= 0 (0 = off), got {entropy_tokens}")
+        self.entropy_tokens = entropy_tokens
 
         self.model = model
         self.tokenizer = tokenizer
@@ -255,7 +268,7 @@ class FastPolicy:
         """
         import torch
 
-        from star_lib.agent.policies import render_prompt_ids
+        from star_lib.agent.policies import render_prompt_ids, to_generation
 
         if not conversations:
             return []
@@ -266,8 +279,11 @@ class FastPolicy:
             seed = self.sampling.seed + self.stats.calls
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         with torch.inference_mode():
-            tokens, logprobs, order, cache = self._run(contexts, keys, max_new_tokens, generator)
-        out = [self._to_generation(tokens[i], logprobs[i]) for i in range(len(contexts))]
+            tokens, logprobs, entropies, order, cache = self._run(contexts, keys, max_new_tokens, generator)
+        out = [
+            to_generation(self.tokenizer, self.stop_ids, tokens[i], logprobs[i], entropies[i])
+            for i in range(len(contexts))
+        ]
         self._remember(keys, contexts, tokens, order, cache)
         self.stats.calls += 1
         self.stats.new_tokens += sum(len(g.token_ids or []) for g in out)
@@ -289,7 +305,7 @@ class FastPolicy:
 
     def _run(
         self, contexts: list[list[int]], keys: list[Any], max_new: int, generator: Any
-    ) -> tuple[list[list[int]], list[list[float]], list[int], Any]:
+    ) -> tuple[list[list[int]], list[list[float]], list[Any], list[int], Any]:
         import torch
 
         batch = len(contexts)
@@ -319,23 +335,35 @@ class FastPolicy:
 
     def _decode(
         self, logits: Any, lengths: Any, cache: Any, max_new: int, generator: Any
-    ) -> tuple[list[list[int]], list[list[float]], list[int], Any]:
-        """Sample until every row stops; finished rows move behind the active ones (``order`` tracks rows)."""
+    ) -> tuple[list[list[int]], list[list[float]], list[Any], list[int], Any]:
+        """Sample until every row stops; finished rows move behind the active ones (``order`` tracks rows).
+
+        Returns:
+            Per conversation: sampled ids, their log-probabilities, the leading entropies (None when not
+            asked for); then the cache's row order and the cache.
+
+        """
         import torch
+
+        from star_lib.agent.policies import token_entropies
 
         batch = logits.shape[0]
         tokens: list[list[int]] = [[] for _ in range(batch)]
         logprobs: list[list[float]] = [[] for _ in range(batch)]
+        entropies: list[Any] = [[] if self.entropy_tokens else None for _ in range(batch)]
         order = list(range(batch))  # order[row] = index of the conversation whose cache is in that row
         active = batch  # rows 0..active-1 are in the decoding batch
         live = torch.ones(batch, dtype=torch.bool)  # (active,) rows still sampling
         stops = torch.tensor(self.stop_ids)
         position = lengths.clone()  # (B,) next free cache position of each row
         for step in range(max_new):
+            heads = token_entropies(logits) if step < self.entropy_tokens else None  # raw logits, (active,)
             token, logprob = self._sample(logits, generator)  # (active,), (active,)
             for row in torch.nonzero(live).flatten().tolist():
                 tokens[order[row]].append(int(token[row]))
                 logprobs[order[row]].append(float(logprob[row]))
+                if heads is not None:
+                    entropies[order[row]].append(heads[row])
             live &= ~torch.isin(token, stops)
             if step + 1 >= max_new or not bool(live.any()):
                 break
@@ -350,7 +378,7 @@ class FastPolicy:
             hidden = self.engine.forward(token[:active].unsqueeze(1), position[:active].unsqueeze(1), cache)
             position[:active] += 1
             logits = self.engine.logits(hidden[:, 0])  # (active, V)
-        return tokens, logprobs, order, cache
+        return tokens, logprobs, entropies, order, cache
 
     def _sample(self, logits: Any, generator: Any) -> tuple[Any, Any]:
         """Pick one token per row and return it with its log-probability under the processed distribution."""
@@ -373,15 +401,6 @@ class FastPolicy:
         logp = torch.log_softmax(logits, -1)
         token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
         return token, logp.gather(-1, token.unsqueeze(-1)).squeeze(-1)
-
-    def _to_generation(self, ids: list[int], logprobs: list[float]) -> Generation:
-        from star_lib.agent.policies import Generation
-
-        end = next((i for i, tok in enumerate(ids) if tok in self.stop_ids), None)
-        kept, reason = (ids, "length") if end is None else (ids[: end + 1], "stop")
-        body = kept[:-1] if reason == "stop" else kept
-        text = self.tokenizer.decode(body, skip_special_tokens=False)
-        return Generation(text=text, token_ids=kept, logprobs=logprobs[: len(kept)], finish_reason=reason)
 
     def _remember(
         self,

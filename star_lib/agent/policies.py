@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
@@ -59,6 +60,28 @@ class Generation:
     """``stop`` (end-of-turn emitted), ``length`` (``max_new_tokens`` reached) or ``error``."""
     error: str | None = None
     """Why the backend produced no turn, when ``finish_reason == "error"``."""
+
+
+@dataclass
+class EntropyGeneration(Generation):
+    """A :class:`Generation` with the normalised entropy of the first sampled tokens (ARPO branches on it)."""
+
+    entropies: list[float] | None = None
+    """Entropy of the raw distribution each leading token was sampled from, divided by log(candidates)."""
+
+
+def token_entropies(logits: Any) -> list[float]:
+    """Normalised entropy of each row of ``logits`` (``(T, V)``): ``H / log V`` in [0, 1].
+
+    ``-inf`` logits (tokens masked out) contribute nothing.
+    """
+    import torch
+
+    logits = logits.float()
+    logp = torch.log_softmax(logits, dim=-1)  # (T, V)
+    p = logp.exp()
+    h = -(p * torch.where(torch.isfinite(logp), logp, torch.zeros_like(logp))).sum(dim=-1)  # (T,)
+    return (h / math.log(logits.size(-1))).clamp(0.0, 1.0).tolist()
 
 
 @runtime_checkable
@@ -114,6 +137,33 @@ def stop_token_ids(tokenizer: Any) -> list[int]:
     return ids
 
 
+def to_generation(
+    tokenizer: Any,
+    stop_ids: Sequence[int],
+    ids: list[int],
+    logprobs: list[float],
+    entropies: list[float] | None = None,
+) -> Generation:
+    """Cut sampled ids at the first stop token and decode them (the stop token stays in ``token_ids``).
+
+    Args:
+        tokenizer: Decodes the turn's text.
+        stop_ids: Ids that end a turn (:func:`stop_token_ids`).
+        ids: The sampled ids (possibly past a stop token, in a batch that ran on).
+        logprobs: Their log-probabilities.
+        entropies: Entropies of the leading tokens, when asked for (then an :class:`EntropyGeneration`).
+
+    """
+    end = next((i for i, tok in enumerate(ids) if tok in stop_ids), None)
+    kept, reason = (ids, "length") if end is None else (ids[: end + 1], "stop")
+    body = kept[:-1] if reason == "stop" else kept
+    text = tokenizer.decode(body, skip_special_tokens=False)
+    generation = Generation(text=text, token_ids=kept, logprobs=logprobs[: len(kept)], finish_reason=reason)
+    if entropies is None:
+        return generation
+    return EntropyGeneration(**vars(generation), entropies=entropies[: max(1, len(kept))])
+
+
 def render_prompt_ids(tokenizer: Any, conversation: Conversation) -> list[int]:
     """Render a conversation with the tokenizer's chat template and tokenise it (generation prompt added)."""
     text = tokenizer.apply_chat_template(
@@ -133,18 +183,29 @@ class TransformersPolicy:
         tokenizer: Its tokenizer (with a chat template).
         sampling: Sampling settings.
         batch_size: Most conversations per ``generate`` call; a batch is split into chunks of this size.
+        entropy_tokens: Also return the normalised entropies of each turn's first ``entropy_tokens`` tokens
+            (from the raw logits) as :class:`EntropyGeneration` (ARPO); 0: plain generations.
 
     """
 
     def __init__(
-        self, model: Any, tokenizer: Any, sampling: SamplingParams | None = None, *, batch_size: int = 16
+        self,
+        model: Any,
+        tokenizer: Any,
+        sampling: SamplingParams | None = None,
+        *,
+        batch_size: int = 16,
+        entropy_tokens: int = 0,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if entropy_tokens < 0:
+            raise ValueError(f"entropy_tokens must be >= 0 (0 = off), got {entropy_tokens}")
         self.model = model
         self.tokenizer = tokenizer
         self.sampling = sampling or SamplingParams()
         self.batch_size = batch_size
+        self.entropy_tokens = entropy_tokens
         self.stop_ids = stop_token_ids(tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[-1]
         self._calls = 0
@@ -157,17 +218,14 @@ class TransformersPolicy:
         sampling: SamplingParams | None = None,
         device: str | None = None,
         batch_size: int = 16,
+        entropy_tokens: int = 0,
     ) -> TransformersPolicy:
-        """Load a model folder (or hub id) with its tokenizer; ``device`` defaults to CUDA when present."""
-        import torch
-        from transformers import AutoModelForCausalLM
+        """Load a model folder (or hub id) with its tokenizer; ``device`` defaults to CUDA when present.
 
-        from star_lib.train.tokenizer import load_tokenizer
-
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        tokenizer = load_tokenizer(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype="auto").to(device).eval()
-        return cls(model, tokenizer, sampling, batch_size=batch_size)
+        :func:`star_lib.agent.factory.make_policy` also checks the folder's protocol first.
+        """
+        model, tokenizer = load_model(path, device=device)
+        return cls(model, tokenizer, sampling, batch_size=batch_size, entropy_tokens=entropy_tokens)
 
     def generate(
         self,
@@ -205,6 +263,7 @@ class TransformersPolicy:
     ) -> list[Generation]:
         import torch
 
+        k = self.entropy_tokens
         device = self.model.device
         width = max(len(ids) for ids in contexts)
         input_ids = torch.full((len(contexts), width), self.pad_id, dtype=torch.long)  # (B, T) left-padded
@@ -224,10 +283,14 @@ class TransformersPolicy:
             scores = self.model.compute_transition_scores(
                 result.sequences, result.scores, normalize_logits=True
             )
+            entropies: list[Any] = [None] * len(contexts)
+            if k:
+                head = torch.stack(result.logits[:k], dim=1)  # (B, k, V) raw logits of the first tokens
+                entropies = [token_entropies(row) for row in head]
         new_tokens = result.sequences[:, width:].tolist()
         return [
-            self._to_generation(ids, lps)
-            for ids, lps in zip(new_tokens, scores.float().tolist(), strict=True)
+            to_generation(self.tokenizer, self.stop_ids, ids, lps, ent)
+            for ids, lps, ent in zip(new_tokens, scores.float().tolist(), entropies, strict=True)
         ]
 
     def _generate_kwargs(self, max_new_tokens: int, min_new_tokens: int) -> dict[str, Any]:
@@ -242,6 +305,7 @@ class TransformersPolicy:
             "repetition_penalty": 1.0,  # override checkpoint defaults (Qwen ships 1.05)
             "return_dict_in_generate": True,
             "output_scores": True,
+            "output_logits": bool(self.entropy_tokens),
         }
         if not greedy:
             kwargs.update(
@@ -249,15 +313,24 @@ class TransformersPolicy:
             )
         return kwargs
 
-    def _to_generation(self, ids: list[int], logprobs: list[float]) -> Generation:
-        end = next((i for i, tok in enumerate(ids) if tok in self.stop_ids), None)
-        if end is None:
-            kept, reason = ids, "length"
-        else:
-            kept, reason = ids[: end + 1], "stop"
-        body = kept[:-1] if reason == "stop" else kept
-        text = self.tokenizer.decode(body, skip_special_tokens=False)
-        return Generation(text=text, token_ids=kept, logprobs=logprobs[: len(kept)], finish_reason=reason)
+
+def load_model(path: str | Path, *, device: str | None = None) -> tuple[Any, Any]:
+    """Load a causal LM folder (or hub id) and its tokenizer for inference (``eval()`` mode).
+
+    Args:
+        path: The model folder or hub id.
+        device: Where to put the model; defaults to CUDA when present.
+
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from star_lib.agent.tokenizer import load_tokenizer
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    tokenizer = load_tokenizer(path)
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype="auto").to(device).eval()
+    return model, tokenizer
 
 
 # ───────────────────────────── vLLM ─────────────────────────────
@@ -286,7 +359,7 @@ class VLLMPolicy:
             raise ImportError("VLLMPolicy needs vLLM on a CUDA machine: pip install 'star-lab[gpu]'") from exc
         self._vllm = vllm
         if isinstance(llm, str):
-            from star_lib.train.tokenizer import load_tokenizer
+            from star_lib.agent.tokenizer import load_tokenizer
 
             tokenizer = tokenizer or load_tokenizer(llm)
             # logprobs after temperature/top-p, as TRL's importance-sampling correction expects

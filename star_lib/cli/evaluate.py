@@ -2,12 +2,21 @@ r"""``star eval``: score a plan file against its queries and print the TravelPla
 
 Example::
 
-    star eval --queries data/val.jsonl --plans plans.jsonl --db ../shared/data/travelplanner/database \\
-        --mode official --per-plan runs/x/verdicts.jsonl
+    star eval --queries validation.jsonl --plans submission.jsonl --db DB \\
+        --mode official --per-plan runs/x/verdicts.jsonl --write-submission runs/x/submission.jsonl
 
-Queries are JSONL records (plain JSON or the HF/CSV literal-string form). Plans are JSONL, one per query:
-the official submission record ``{"idx", "query", "plan"}``, a bare day list, or a record whose ``plan``
-is a string/``null``. Plans are matched to queries by ``idx`` when every record has one, else by line.
+Queries: any file :func:`star_lib.io.read_queries` reads (``.jsonl``/``.csv``/``.parquet``; our splits or the
+official ``osunlp/TravelPlanner`` validation/test rows, literal-string ``date``/``local_constraint``).
+Plans: JSONL, one per query and in the same order (as the official ``eval.py`` pairs them): the official
+submission record ``{"idx", "query", "plan"}`` as it is, a bare day list, or a record whose ``plan`` is JSON
+text or ``null``; or a ``star rollout`` parquet with one episode per query. When a plan and its query both
+carry an ``idx`` they must agree.
+
+``--mode official`` reads each plan exactly as the official evaluator does (unknown keys ignored, missing
+keys and extra days as officially handled, …); a plan the official code raises on is *not scorable*: its
+``--per-plan`` row has ``"scorable": false`` and an ``error`` naming the official check that raises.
+``--per-plan`` rows carry the plan's own ``idx`` (the query's when the plan has none), in input order.
+``--write-submission`` writes the plans as a leaderboard-ready official submission file.
 """
 
 from __future__ import annotations
@@ -35,109 +44,138 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--mode", choices=("official", "strict"), default="strict", help="evaluator mode")
     parser.add_argument("--per-plan", type=Path, default=None, help="write one JSON verdict per plan here")
+    parser.add_argument(
+        "--write-submission",
+        type=Path,
+        default=None,
+        metavar="OUT.jsonl",
+        help="also write the plans as an official submission file ({idx, query, plan} rows)",
+    )
     parser.add_argument("--json", action="store_true", help="also print the metrics as one JSON line")
     parser.set_defaults(func=run_eval)
 
 
-def read_jsonl(path: Path, what: str) -> list[Any]:
-    """Non-empty lines of a JSONL file, decoded.
+def read_plans(path: Path) -> list[Any]:
+    """Plan payloads of a JSONL file, or of a ``star rollout`` parquet (its ``idx`` and ``plan`` columns).
 
     Raises:
         FileNotFoundError: when the file is missing.
-        ValueError: naming the line that is not JSON.
+        ValueError: naming the file and line that is not JSON, or a parquet without a ``plan`` column.
 
     """
+    from star_lib.io import read_jsonl
+
+    if path.suffix.lower() != ".parquet":
+        return read_jsonl(path, "plans")
     if not path.is_file():
-        raise FileNotFoundError(f"{what} file not found: {path}")
-    records = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except ValueError as exc:
-                raise ValueError(f"{path}:{number}: not a JSON line ({exc})") from None
-    return records
+        raise FileNotFoundError(f"plans file not found: {path}")
+    import polars as pl
+
+    try:
+        frame = pl.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - any unreadable parquet is a user error here
+        raise ValueError(f"{path}: not a readable parquet file ({type(exc).__name__})") from None
+    if "plan" not in frame.columns:
+        raise ValueError(f"{path}: a rollout parquet needs a 'plan' column; it has {frame.columns[:12]}")
+    if "index" in frame.columns:
+        frame = frame.sort("index")
+    idx = frame["idx"].to_list() if "idx" in frame.columns else [None] * frame.height
+    return [{"idx": i, "plan": p} for i, p in zip(idx, frame["plan"].to_list(), strict=True)]
 
 
-def load_queries(path: Path) -> list[QueryRecord]:
-    """Query records from JSONL, with a line-numbered error for a bad record."""
-    queries = []
-    for number, record in enumerate(read_jsonl(path, "queries"), start=1):
-        if not isinstance(record, dict):
-            raise ValueError(f"{path}: record {number} is not a JSON object")
-        try:
-            queries.append(QueryRecord.from_dict(record))
-        except ValueError as exc:
-            raise ValueError(f"{path}: record {number}: {exc}") from None
-    return queries
+def _idx(value: Any) -> Any:
+    """Normalise an ``idx`` for comparing plans with queries (``"7"`` and ``7`` agree)."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return value
 
 
-def pair_plans(queries: list[QueryRecord], plans: list[Any], path: Path) -> list[Any]:
-    """One raw plan payload per query (None when a query has no plan), by ``idx`` or by position.
+def plan_idx(raw: Any) -> Any:
+    """Return the ``idx`` a plan record carries, or None."""
+    return raw.get("idx") if isinstance(raw, dict) else None
+
+
+def pair_plans(queries: list[QueryRecord], plans: list[Any], path: Path, queries_path: Path) -> list[Any]:
+    """Pair plans with queries by position (as the official ``eval.py``), checking any ``idx`` both carry.
 
     Raises:
-        ValueError: when plans cannot be matched to the queries.
+        ValueError: when the counts differ, or when a plan's ``idx`` differs from its query's (naming both).
 
     """
-    by_idx = all(isinstance(p, dict) and p.get("idx") is not None for p in plans) and all(
-        q.idx is not None for q in queries
-    )
-    if by_idx and plans:
-        table: dict[int, Any] = {}
-        for record in plans:
-            idx = int(record["idx"])
-            if idx in table:
-                raise ValueError(f"{path}: idx {idx} appears twice")
-            table[idx] = record
-        return [table.get(q.idx) for q in queries]
     if len(plans) != len(queries):
         raise ValueError(
-            f"{path} has {len(plans)} plans for {len(queries)} queries: give one line per query, "
-            "or an 'idx' on every plan and query"
+            f"{path} has {len(plans)} plans for {len(queries)} queries in {queries_path}: give one plan per "
+            "query, in the queries' order"
         )
+    for number, (query, raw) in enumerate(zip(queries, plans, strict=True), start=1):
+        mine = plan_idx(raw)
+        if mine is not None and query.idx is not None and _idx(mine) != _idx(query.idx):
+            raise ValueError(
+                f"{path} record {number} has idx {mine!r} but its query ({queries_path} record {number}) has "
+                f"idx {query.idx!r}: plans pair with queries by position, so put them in the same order"
+            )
     return plans
 
 
 def evaluate_records(
     queries: list[QueryRecord], raw_plans: list[Any], world: Any, mode: str
-) -> tuple[list[EvaluationReport], list[str | None]]:
-    """Parse and evaluate each plan; a parse error is an undelivered plan with its message."""
-    from star_lib.travel.evaluate import Evaluator, undelivered_report
-    from star_lib.travel.plan import PlanParseError, parse_plan
+) -> tuple[list[EvaluationReport], list[str | None], list[bool]]:
+    """Evaluate each raw plan as ``mode`` reads it; also each plan's error and whether it is scorable."""
+    from star_lib.travel.evaluate import Evaluator
 
     evaluator = Evaluator(world, mode)
     reports: list[EvaluationReport] = []
     errors: list[str | None] = []
+    scorable: list[bool] = []
     for query, raw in zip(queries, raw_plans, strict=True):
-        error = None
-        if raw is None or (isinstance(raw, dict) and not raw.get("plan")):
-            report = undelivered_report(query, mode)
-        else:
-            try:
-                plan = parse_plan(raw, days=query.days)
-            except PlanParseError as exc:
-                error = str(exc)
-                report = undelivered_report(query, mode, f"Plan could not be parsed: {exc}")
-            else:
-                report = evaluator.evaluate(query, plan)
-        reports.append(report)
-        errors.append(error)
-    return reports, errors
+        verdict = evaluator.evaluate_payload(query, raw)
+        reports.append(verdict.report)
+        errors.append(verdict.error)
+        scorable.append(verdict.scorable)
+    return reports, errors, scorable
 
 
-def write_per_plan(
-    path: Path, queries: list[QueryRecord], reports: list[EvaluationReport], errors: list[str | None]
-) -> None:
-    """One JSON verdict per plan: idx, mode, delivered, commonsense, hard (null when skipped), final_pass."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as out:
-        for position, (query, report, error) in enumerate(zip(queries, reports, errors, strict=True)):
-            record = {"idx": query.idx if query.idx is not None else position, **report.to_dict()}
-            if error is not None:
-                record["error"] = error
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+def per_plan_rows(
+    queries: list[QueryRecord],
+    raw_plans: list[Any],
+    reports: list[EvaluationReport],
+    errors: list[str | None],
+    scorable: list[bool],
+) -> list[dict[str, Any]]:
+    """Build one verdict row per plan, in input order: idx, record, scorable, mode, delivered, checks."""
+    rows = []
+    for number, (query, raw, report, error, ok) in enumerate(
+        zip(queries, raw_plans, reports, errors, scorable, strict=True), start=1
+    ):
+        mine = plan_idx(raw)
+        row = {"idx": mine if mine is not None else query.idx, "record": number, "scorable": ok}
+        row.update(report.to_dict())
+        if error is not None:
+            row["error"] = error
+        rows.append(row)
+    return rows
+
+
+def submission_rows(queries: list[QueryRecord], raw_plans: list[Any]) -> list[dict[str, Any]]:
+    """Build official submission rows ``{"idx", "query", "plan"}``: each plan as the official code reads it.
+
+    ``idx`` is the plan's, else the query's, else the 1-based position; a plan that cannot be decoded (or is
+    missing) is written as ``[]`` (not delivered).
+    """
+    from star_lib.travel.plan import PlanParseError, decode_plan
+
+    rows = []
+    for number, (query, raw) in enumerate(zip(queries, raw_plans, strict=True), start=1):
+        try:
+            plan = decode_plan(raw) if raw is not None else []
+        except (PlanParseError, KeyError):
+            plan = []
+        if isinstance(plan, tuple):
+            plan = list(plan)
+        idx = plan_idx(raw)
+        idx = idx if idx is not None else (query.idx if query.idx is not None else number)
+        rows.append({"idx": idx, "query": query.query, "plan": plan if plan else []})
+    return rows
 
 
 _SHORT = {
@@ -188,21 +226,36 @@ def print_metrics(metrics: dict[str, float], frames: dict[str, Any], title: str)
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    """Run ``star eval``: load, evaluate, print the tables, write the verdicts."""
+    """Run ``star eval``: check the outputs, load, evaluate, print the tables, write the files."""
+    from star_lib.io import check_output_file, read_queries, write_jsonl_atomic
     from star_lib.travel.metrics import compute_metrics, metrics_frame
     from star_lib.travel.world import World
 
-    queries = load_queries(args.queries)
+    outputs = {"--per-plan": args.per_plan, "--write-submission": args.write_submission}
+    for option, path in outputs.items():
+        if path is not None:
+            check_output_file(path, option)
+    if args.per_plan is not None and args.per_plan == args.write_submission:
+        raise ValueError("--per-plan and --write-submission name the same file; give two paths")
+    queries = read_queries(args.queries)
     if not queries:
         raise ValueError(f"{args.queries} holds no queries")
-    raw_plans = pair_plans(queries, read_jsonl(args.plans, "plans"), args.plans)
+    raw_plans = pair_plans(queries, read_plans(args.plans), args.plans, args.queries)
     world = World.from_csv_dir(args.db)
-    reports, errors = evaluate_records(queries, raw_plans, world, args.mode)
+    reports, errors, scorable = evaluate_records(queries, raw_plans, world, args.mode)
     metrics = compute_metrics(queries, reports)
     frames = {by: metrics_frame(queries, reports, by=by) for by in ("level", "days")}
     print_metrics(metrics, frames, title=f"TravelPlanner ({args.mode}) — {len(queries)} plans")
+    unscorable = scorable.count(False)
+    if unscorable:
+        print(
+            f"{unscorable} plan(s) not scorable: the official evaluator raises on them (each --per-plan row "
+            "has the error); they count as failing the raising check and every later one"
+        )
     if args.per_plan is not None:
-        write_per_plan(args.per_plan, queries, reports, errors)
+        write_jsonl_atomic(args.per_plan, per_plan_rows(queries, raw_plans, reports, errors, scorable))
+    if args.write_submission is not None:
+        write_jsonl_atomic(args.write_submission, submission_rows(queries, raw_plans))
     if args.json:
-        print(json.dumps({"mode": args.mode, **metrics}))
+        print(json.dumps({"mode": args.mode, **metrics, "not_scorable": unscorable}))
     return 0

@@ -17,9 +17,10 @@ tokens, so GRPO's token-level loss gives a shared token the mean of its rows' ad
 rows per prompt come back, in TRL's order.
 
 Entropies are normalised to [0, 1] (divided by the log of the number of candidate tokens): from the full
-logits with transformers (:class:`EntropyTransformersPolicy`) and from the top-k log-probabilities with vLLM
-(:class:`EntropyVLLMPolicy`, import-guarded). Any policy returning :class:`EntropyGeneration` works (tests
-inject entropies); a policy without entropies never branches (its groups are filled by top-ups).
+logits with transformers and FastPolicy (their ``entropy_tokens=k`` option) and from the top-k
+log-probabilities with vLLM (:class:`EntropyVLLMPolicy`, import-guarded). Any policy returning
+:class:`EntropyGeneration` works (tests inject entropies); a policy without entropies never branches (its
+groups are filled by top-ups).
 
 Counters (``arpo/…`` in ``metrics.parquet``): branches per group, top-up chains, entropy deltas (mean,
 max), branch probability, initial entropy, branch decisions.
@@ -33,7 +34,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from star_lib.agent.policies import Generation, TransformersPolicy, VLLMPolicy
+from star_lib.agent.policies import (
+    EntropyGeneration,
+    Generation,
+    TransformersPolicy,
+    VLLMPolicy,
+    token_entropies,
+)
 
 __all__ = [
     "ARPOConfig",
@@ -96,20 +103,6 @@ def branch_probability(delta_entropy: float, alpha: float = 0.5, beta: float = 0
     return min(1.0, max(0.0, alpha + beta * delta_entropy))
 
 
-def token_entropies(logits: Any) -> list[float]:
-    """Normalised entropy of each row of ``logits`` (``(T, V)``): ``H / log V`` in [0, 1].
-
-    ``-inf`` logits (tokens masked out) contribute nothing.
-    """
-    import torch
-
-    logits = logits.float()
-    logp = torch.log_softmax(logits, dim=-1)  # (T, V)
-    p = logp.exp()
-    h = -(p * torch.where(torch.isfinite(logp), logp, torch.zeros_like(logp))).sum(dim=-1)  # (T,)
-    return (h / math.log(logits.size(-1))).clamp(0.0, 1.0).tolist()
-
-
 def entropy_from_top_logprobs(logprobs: Sequence[float]) -> float:
     """Normalised entropy of a top-k distribution (renormalised over the k candidates): ``H / log k``.
 
@@ -140,58 +133,9 @@ def leading_entropy(generation: Generation, k: int) -> float | None:
 # ───────────────────────────── policies with entropies ─────────────────────────────
 
 
-@dataclass
-class EntropyGeneration(Generation):
-    """A :class:`~star_lib.agent.policies.Generation` with each sampled token's normalised entropy."""
-
-    entropies: list[float] | None = None
-    """Entropy of the distribution each token was sampled from, divided by log(candidates)."""
-
-
-class EntropyTransformersPolicy(TransformersPolicy):
-    """:class:`~star_lib.agent.policies.TransformersPolicy` that also returns the first tokens' entropies.
-
-    Entropies come from the raw logits (``output_logits``), for the first ``entropy_tokens`` positions.
-    """
-
-    def __init__(self, *args: Any, entropy_tokens: int = 10, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.entropy_tokens = entropy_tokens
-
-    def _generate_kwargs(self, max_new_tokens: int, min_new_tokens: int) -> dict[str, Any]:
-        return {**super()._generate_kwargs(max_new_tokens, min_new_tokens), "output_logits": True}
-
-    def _generate_chunk(
-        self, contexts: list[list[int]], max_new_tokens: int, min_new_tokens: int, seed: int | None
-    ) -> list[Generation]:
-        import torch
-
-        width = max(len(ids) for ids in contexts)
-        input_ids = torch.full((len(contexts), width), self.pad_id, dtype=torch.long)  # (B, T) left-padded
-        attention = torch.zeros((len(contexts), width), dtype=torch.long)
-        for row, ids in enumerate(contexts):
-            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention[row, width - len(ids) :] = 1
-        if seed is not None:
-            torch.manual_seed(seed)
-        with torch.inference_mode():
-            result = self.model.generate(
-                input_ids=input_ids.to(self.model.device),
-                attention_mask=attention.to(self.model.device),
-                **self._generate_kwargs(max_new_tokens, min_new_tokens),
-            )
-            scores = self.model.compute_transition_scores(  # (B, new) processed log-probabilities
-                result.sequences, result.scores, normalize_logits=True
-            )
-            head = torch.stack(result.logits[: self.entropy_tokens], dim=1)  # (B, k, V)
-            entropies = [token_entropies(row) for row in head]
-        new_tokens = result.sequences[:, width:].tolist()
-        out: list[Generation] = []
-        for ids, lps, ent in zip(new_tokens, scores.float().tolist(), entropies, strict=True):
-            base = self._to_generation(ids, lps)
-            n = len(base.token_ids or []) or 1
-            out.append(EntropyGeneration(**vars(base), entropies=ent[: min(n, len(ent))]))
-        return out
+EntropyTransformersPolicy = TransformersPolicy
+"""The transformers backend with entropies: ``TransformersPolicy(..., entropy_tokens=k)`` returns
+:class:`EntropyGeneration` (the entropies come from its own ``generate``, not a copy of it)."""
 
 
 class EntropyVLLMPolicy(VLLMPolicy):
@@ -231,7 +175,7 @@ def entropy_policy(trainer: Any, cfg: Any) -> Any:
             trainer.vllm_generation.llm, tokenizer, sampling, top_logprobs=arpo.top_logprobs
         )
     model = trainer.accelerator.unwrap_model(trainer.model)
-    return EntropyTransformersPolicy(
+    return TransformersPolicy(
         model, tokenizer, sampling, batch_size=cfg.batch_size, entropy_tokens=arpo.entropy_tokens
     )
 

@@ -17,7 +17,7 @@ world → synth → expert SFT data → SFT → GRPO (SUM) → evaluation, each 
    switch a stage to a time budget whose schedule decays on the clock.
 5. **GRPO**: :func:`star_lib.train.rl.make_grpo_trainer` (TRL ``GRPOTrainer`` with the multi-turn rollout
    function, SUM reward behind the strict format gate, no KL, clip-higher) with the compact protocol and
-   :class:`~star_lib.train.fastgen.FastPolicy` writing the rollouts; a few greedy checks on held-out queries
+   :class:`~star_lib.agent.fastgen.FastPolicy` writing the rollouts; a few greedy checks on held-out queries
    along the way draw the curve (nothing is selected with them).
 6. **Evaluation**: greedy episodes on the held-out queries for the untrained, SFT and RL models; each compact
    plan is expanded to the official format and judged by the strict evaluator.
@@ -434,7 +434,7 @@ def evaluate_model(
     """Greedy episodes on ``queries`` with the fast sampler; returns the episodes and :func:`summarize`."""
     from star_lib.agent.policies import SamplingParams
     from star_lib.agent.rollout import run_episodes
-    from star_lib.train.fastgen import FastPolicy
+    from star_lib.agent.fastgen import FastPolicy
 
     start = time.perf_counter()
     policy = FastPolicy(model, tokenizer, SamplingParams(temperature=0.0))
@@ -793,7 +793,7 @@ def generation_speed(
     """
     from star_lib.agent.policies import SamplingParams, TransformersPolicy
     from star_lib.agent.rollout import RolloutStats, run_episodes
-    from star_lib.train.fastgen import FastPolicy
+    from star_lib.agent.fastgen import FastPolicy
 
     greedy = SamplingParams(temperature=0.0)
     subset = list(queries)[:n]

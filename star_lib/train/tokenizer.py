@@ -13,12 +13,13 @@ Heavy imports (``transformers``) happen inside the functions.
 from __future__ import annotations
 
 import importlib.util
-import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+
+from star_lib.agent.tokenizer import load_tokenizer  # noqa: F401  (loading lives in the agent layer)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
@@ -181,21 +182,3 @@ def train_tokenizer(texts: Iterable[str], config: TokenizerConfig | None = None)
         clean_up_tokenization_spaces=False,
         chat_template=trl_qwen2_5_chat_template(),
     )
-
-
-def load_tokenizer(source: str | Path) -> PreTrainedTokenizerBase:
-    """Load a tokenizer folder or hub id; a trained tiny tokenizer loads exactly as it was saved.
-
-    ``AutoTokenizer`` maps a folder whose ``config.json`` says ``qwen2`` to ``Qwen2Tokenizer``, which rebuilds
-    Qwen's pre-tokenizer and so silently splits numbers into single digits again (``digits="group"`` lost). A
-    folder whose ``tokenizer_config.json`` names the generic ``tokenizers`` backend is therefore loaded with
-    ``PreTrainedTokenizerFast`` (its ``tokenizer.json`` verbatim); anything else goes to ``AutoTokenizer``.
-    """
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    config = Path(source) / "tokenizer_config.json"
-    if config.is_file():
-        saved_class = json.loads(config.read_text(encoding="utf-8")).get("tokenizer_class")
-        if saved_class in ("TokenizersBackend", "PreTrainedTokenizerFast"):
-            return PreTrainedTokenizerFast.from_pretrained(str(source))
-    return AutoTokenizer.from_pretrained(str(source))

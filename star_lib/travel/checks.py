@@ -15,13 +15,18 @@ Text semantics shared by both modes (as officially):
 * Hard checks run only when ``is_not_absent`` and ``is_valid_information_in_sandbox`` pass; an unrequested
   constraint gives ``CheckResult(None)``; items that match no row cost 0.
 
-Where the official evaluator would *crash* (a ``"from …"`` city that the pattern cannot read, a
-``"flight number"`` without the exact ``"Flight Number: "`` prefix), both modes fail the check instead and
-say why: errors are data, never exceptions.
+Where the official evaluator *raises* (a ``"from …"`` city that the pattern cannot read, a ``"flight
+number"`` without the exact ``"Flight Number: "`` prefix, an accommodation on a day whose city is empty),
+``official`` mode raises :class:`OfficialError` naming the check, and the evaluator reports the plan as not
+scorable; ``strict`` mode (rule ``crash_is_failure``) fails that check and says why.
+
+Every pattern applied to plan text runs in linear time: ``"from A to B"`` is read by a scanner with the
+official pattern's exact semantics (:func:`from_to`), not by a backtracking regex.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -88,6 +93,12 @@ STRICT_RULES: dict[str, str] = {
         "A meal in the origin city is skipped for the cuisine check on its own; official's 'continue' skips "
         "the rest of that day's meals too."
     ),
+    "crash_is_failure": (
+        "Where the official evaluator raises on a plan (an unreadable 'from …' city, a 'flight number' "
+        "without the exact 'Flight Number: ' prefix, an accommodation on a day whose city is empty), the "
+        "check fails with the reason; official mode reports the plan as not scorable, naming the check "
+        "that raises."
+    ),
     "all_listings": (
         "Every accommodation listing of the world is in the sandbox; official loads the table with "
         "pandas dropna(), so listings with any missing field (e.g. no house rules) do not exist."
@@ -109,12 +120,31 @@ NOT_APPLICABLE = CheckResult(None, None)
 
 MEALS: tuple[str, ...] = ("breakfast", "lunch", "dinner")
 _EMPTY = ("", "-")
-_FROM_TO = re.compile(r"from\s+(.+?)\s+to\s+([^,]+)")
 _FLIGHT_NUMBER = re.compile(r"flight number:\s*([^,]*)", re.IGNORECASE)
 _ROOM_TYPES = {"shared room": "Shared room", "private room": "Private room", "entire room": "Entire home/apt"}
 
 Split = tuple[str, str]
 """``(name, city)`` of a ``"Name, City"`` entry."""
+
+
+class OfficialError(Exception):
+    """The official evaluator raises on this plan, in check ``check``: the plan has no official verdict.
+
+    Attributes:
+        check: the official check (commonsense or hard key) that raises.
+
+    """
+
+    def __init__(self, check: str, detail: str) -> None:
+        super().__init__(f"the official evaluator raises in {check}: {detail}")
+        self.check = check
+
+
+def crash(ctx: PlanContext, check: str, detail: str, reason: str) -> CheckResult:
+    """Fail ``check`` with ``reason`` under ``crash_is_failure``; otherwise raise :class:`OfficialError`."""
+    if "crash_is_failure" in ctx.rules:
+        return CheckResult(False, reason)
+    raise OfficialError(check, detail)
 
 
 # ───────────────────────────── text helpers (official semantics) ─────────────────────────────
@@ -143,13 +173,87 @@ def before_paren(text: str) -> str:
 
 
 def from_to(text: str) -> tuple[str, str] | None:
-    """``'from A to B, …'`` → ``('A', 'B')`` (raw, parentheses kept); None when the pattern does not match.
+    r"""``'from A to B, …'`` → ``('A', 'B')`` (raw, parentheses kept); None when the pattern does not match.
+
+    Exactly the groups of the official ``re.search(r"from\s+(.+?)\s+to\s+([^,]+)", text)``, found in
+    linear time (the regex backtracks cubically on long runs of spaces). The match starts at the first
+    ``from`` that can start one; ``A`` is the shortest newline-free text (preferring the latest start inside
+    the whitespace after ``from``) that is followed by whitespace, ``to`` and whitespace; ``B`` runs to the
+    next comma.
 
     >>> from_to("Flight Number: F1, from St. Petersburg to Rockford, Departure Time: 15:40")
     ('St. Petersburg', 'Rockford')
+
+    Raises:
+        TypeError: when ``text`` is not a string (as the official ``re.search`` does).
+
     """
-    match = _FROM_TO.search(text)
-    return (match.group(1), match.group(2)) if match else None
+    if not isinstance(text, str):
+        raise TypeError(f"expected string, got {type(text).__name__}")
+    start = text.find("from")
+    tos: list[tuple[int, int, int]] | None = None
+    size = len(text)
+    while start >= 0:
+        after = start + 4
+        if after < size and text[after].isspace():
+            if tos is None:
+                tos = _to_positions(text)
+            found = _from_match(text, after, _WS.match(text, after).end(), tos)
+            if found is not None:
+                return found
+        start = text.find("from", start + 1)
+    return None
+
+
+_WS = re.compile(r"\s*")
+"""Whitespace run (linear: a single greedy class)."""
+
+
+def _to_positions(text: str) -> list[tuple[int, int, int]]:
+    r"""``(r, a, b)`` for each ``to`` at ``r`` that can end ``\s+to\s+([^,]+)``.
+
+    ``a`` starts the whitespace run just before ``r``; ``b`` is where group 2 starts.
+    """
+    found = []
+    size = len(text)
+    at = text.find("to")
+    while at >= 0:
+        after = at + 2
+        if at > 0 and text[at - 1].isspace() and after < size and text[after].isspace():
+            end = _WS.match(text, after).end()
+            group = end if end < size and text[end] != "," else (end - 1 if end - after >= 2 else -1)
+            if group >= 0:
+                begin = at - 1
+                while begin > 0 and text[begin - 1].isspace():
+                    begin -= 1
+                found.append((at, begin, group))
+        at = text.find("to", at + 1)
+    return found
+
+
+def _from_match(text: str, first: int, last: int, tos: list[tuple[int, int, int]]) -> tuple[str, str] | None:
+    r"""Find the groups of a match whose ``\s+`` after ``from`` is ``text[first:g]``, first < g <= last."""
+    if not tos:
+        return None
+    size = len(text)
+    starts = [t[0] for t in tos]
+    newline = text.find("\n", last)
+    newline = size if newline < 0 else newline
+    for begin in range(last, first, -1):  # greedy \s+ first, then backtrack
+        if begin < last and text[begin] == "\n":
+            newline = begin
+        if begin >= size or text[begin] == "\n":
+            continue
+        k = bisect.bisect_left(starts, begin + 2)
+        if k == len(tos):
+            continue
+        _at, run, group = tos[k]
+        end = max(begin + 1, run)
+        if end > newline:
+            continue
+        comma = text.find(",", group)
+        return text[begin:end], text[group : size if comma < 0 else comma]
+    return None
 
 
 def split_name_city(text: str) -> Split | None:
@@ -435,11 +539,22 @@ def _route_cities(ctx: PlanContext) -> tuple[list[str], CheckResult | None]:
     cities: list[str] = []
     for day in ctx.days:
         if day.cities is None:
-            return cities, CheckResult(False, f"The current city of day {day.index + 1} cannot be parsed.")
+            return cities, _unreadable_city(ctx, day, "is_reasonable_visiting_city")
         if day.moving and day.index == 0 and day.cities[0] != ctx.query.org:
             return cities, CheckResult(False, f"The first day's city should be {ctx.query.org}.")
         cities.extend(day.cities)
     return cities, None
+
+
+def _unreadable_city(ctx: PlanContext, day: Day, check: str) -> CheckResult:
+    """Judge a travel day whose ``from A to B`` cannot be read (officially ``before_parenthesis(None)``)."""
+    return crash(
+        ctx,
+        check,
+        f"TypeError: day {day.index + 1}'s current_city {day.raw.current_city[:80]!r} contains 'from' "
+        "but does not read as 'from A to B'",
+        f"The current city of day {day.index + 1} cannot be parsed.",
+    )
 
 
 def check_reasonable_visiting_city(ctx: PlanContext) -> CheckResult:
@@ -546,7 +661,7 @@ def _day_in_current_city(ctx: PlanContext, day: Day) -> CheckResult:
     exact = "current_city_exact" in ctx.rules
     number = day.index + 1
     if day.cities is None:
-        return CheckResult(False, f"The current city of day {number} cannot be parsed.")
+        return _unreadable_city(ctx, day, "is_valid_information_in_current_city")
     # quirk #50: on a one-city day the official code iterates the characters of the city name
     fixed = day.moving or exact or "one_city_day" in ctx.rules
     cities: Any = day.cities if fixed else day.cities[0]
@@ -561,7 +676,12 @@ def _day_in_current_city(ctx: PlanContext, day: Day) -> CheckResult:
     hotel_text = day.raw.accommodation
     if filled(hotel_text):
         if not cities:  # an empty one-city day: official crashes on cities[-1]
-            return CheckResult(False, f"The current city of day {number} is empty.")
+            return crash(
+                ctx,
+                "is_valid_information_in_current_city",
+                f"IndexError: day {number} has an accommodation but an empty current_city",
+                f"The current city of day {number} is empty.",
+            )
         last = cities[-1]
         ok = (day.hotel is not None and day.hotel[1] == last) if exact else last in hotel_text
         if not ok:
@@ -603,10 +723,16 @@ def _check_flight(ctx: PlanContext, day: Day) -> str | None:
     """Sandbox failure reason of a flight day, or None."""
     number = day.index + 1
     if day.leg is None:
-        return f"The transportation {day.transport} in day {number} can not be parsed."
+        reason = f"The transportation {day.transport} in day {number} can not be parsed."
+        return crash(ctx, "is_valid_information_in_sandbox", f"ValueError: {reason[:200]}", reason).reason
     code = _flight_number(day.transport, ctx.rules)
     if code is None:
-        return f"The flight number in day {number} can not be parsed."
+        return crash(
+            ctx,
+            "is_valid_information_in_sandbox",
+            f"IndexError: day {number}'s transportation names a flight number without 'Flight Number: '",
+            f"The flight number in day {number} can not be parsed.",
+        ).reason
     flight = ctx.index.world.flight(code)
     origin, dest = before_paren(day.leg[0]), before_paren(day.leg[1])
     if flight is None or flight.origin != origin or flight.dest != dest:
@@ -670,6 +796,7 @@ def _visiting_city_number(ctx: PlanContext) -> bool:
     seen: set[str] = set()
     for day in ctx.days:
         if day.cities is None:
+            _unreadable_city(ctx, day, "is_not_absent")
             return False
         if day.moving and day.index == 0 and day.cities[0] != ctx.query.org:
             return False

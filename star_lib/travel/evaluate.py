@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from star_lib.travel.checks import (
     COMMONSENSE_CHECKS,
@@ -23,6 +23,7 @@ from star_lib.travel.checks import (
     MODE_RULES,
     STRICT_RULES,
     Day,
+    OfficialError,
     PlanContext,
     WorldIndex,
     normalise,
@@ -31,17 +32,19 @@ from star_lib.travel.checks import (
     transport_kind_for,
     trip_cost,
 )
-from star_lib.types import COMMONSENSE_KEYS, CheckResult, DayPlan, EvaluationReport, QueryRecord
+from star_lib.types import COMMONSENSE_KEYS, HARD_KEYS, CheckResult, DayPlan, EvaluationReport, QueryRecord
 
 __all__ = [
     "MODES",
     "STRICT_RULES",
     "Evaluator",
+    "PlanVerdict",
     "evaluate_plan",
     "get_evaluator",
     "plan_cost",
     "transport_kind",
     "undelivered_report",
+    "unscorable_report",
 ]
 
 MODES: tuple[str, ...] = ("official", "strict")
@@ -82,6 +85,45 @@ def undelivered_report(
     )
 
 
+def unscorable_report(
+    query: QueryRecord, mode: str, error: OfficialError, done: dict[str, CheckResult] | None = None
+) -> EvaluationReport:
+    """Build the report of a plan the official evaluator raises on: no official verdict exists.
+
+    The checks the official code finished before raising keep their verdicts (``done``); the raising check
+    and every later one fail with the reason ``"Not scorable: …"``, so a metric counts the plan as failing.
+    The plan was delivered (official ``eval.py`` counts delivery before it evaluates).
+    """
+    done = done or {}
+    failed = CheckResult(False, f"Not scorable: {error}")
+    commonsense = {key: done.get(key, failed) for key in COMMONSENSE_KEYS}
+    hard = None
+    if error.check in HARD_KEYS:
+        hard = {key: done.get(key, failed) for key in HARD_KEYS}
+    return EvaluationReport(
+        commonsense=commonsense,
+        hard=hard,
+        mode=mode,
+        delivered=True,
+        hard_applicable=1 + len(query.local_constraint.requested),
+    )
+
+
+class PlanVerdict(NamedTuple):
+    """One plan's report, with what kept it from a normal verdict.
+
+    Attributes:
+        report: the verdicts (an undelivered or not-scorable report when ``error`` is set).
+        error: why the plan could not be parsed (undelivered) or why it is not scorable; None otherwise.
+        scorable: False when the official evaluator raises on the plan (``official`` mode only).
+
+    """
+
+    report: EvaluationReport
+    error: str | None = None
+    scorable: bool = True
+
+
 class Evaluator:
     """The TravelPlanner evaluator bound to one World and one mode.
 
@@ -113,18 +155,84 @@ class Evaluator:
         """All 13 verdicts for one plan; never raises on a bad plan.
 
         Hard checks run only when ``is_not_absent`` and ``is_valid_information_in_sandbox`` pass (official
-        rule); a ``None``/empty plan is undelivered.
+        rule); a ``None``/empty plan is undelivered. In ``official`` mode a plan the official evaluator
+        raises on gets :func:`unscorable_report` (use :meth:`evaluate_verdict` to also get the error).
         """
+        return self.evaluate_verdict(query, plan).report
+
+    def evaluate_verdict(self, query: QueryRecord, plan: Sequence[DayPlan] | None) -> PlanVerdict:
+        """Like :meth:`evaluate`, also saying whether (and why) the plan is not scorable."""
         if not plan:
-            return undelivered_report(query, self.mode)
+            return PlanVerdict(undelivered_report(query, self.mode))
+        done: dict[str, CheckResult] = {}
         try:
             ctx = self.context(query, plan)
-            commonsense = {key: check(ctx) for key, check in COMMONSENSE_CHECKS.items()}
+            for key, check in COMMONSENSE_CHECKS.items():
+                done[key] = check(ctx)
+            commonsense = dict(done)
             hard = None
             if commonsense["is_not_absent"].passed and commonsense["is_valid_information_in_sandbox"].passed:
                 hard = {key: check(ctx) for key, check in HARD_CHECKS.items()}
+        except OfficialError as exc:
+            return PlanVerdict(unscorable_report(query, self.mode, exc, done), str(exc), scorable=False)
         except Exception as exc:  # noqa: BLE001 - errors are data: a bad plan must never crash a rollout
-            return undelivered_report(query, self.mode, f"internal evaluator error: {exc!r}")
+            return PlanVerdict(undelivered_report(query, self.mode, f"internal evaluator error: {exc!r}"))
+        return PlanVerdict(self._report(query, commonsense, hard))
+
+    def evaluate_payload(self, query: QueryRecord, payload: Any) -> PlanVerdict:
+        """Score a raw plan payload (a submission record, a day list, JSON text …) as the mode reads it.
+
+        ``official``: the plan is what the official ``eval.py`` hands its checks (:func:`decode_plan`); an
+        empty one is undelivered; regular plans take the fast checks, any other the faithful reading of
+        :mod:`star_lib.travel.official`; where the official code raises, the verdict is not scorable.
+        ``strict``: :func:`parse_plan_keys`; a payload it refuses is undelivered with the parse error, and a
+        day lacking keys fails ``is_not_absent`` (hard checks skipped). Never raises on a bad payload.
+        """
+        from star_lib.travel.plan import PlanParseError, decode_plan, parse_plan_keys
+
+        if payload is None or (isinstance(payload, dict) and "plan" in payload and not payload["plan"]):
+            return PlanVerdict(undelivered_report(query, self.mode))
+        try:
+            if self.mode == "official":
+                return self._official_payload(query, decode_plan(payload))
+            plan, missing = parse_plan_keys(payload)
+        except PlanParseError as exc:
+            reason = f"Plan could not be parsed: {exc}"
+            return PlanVerdict(undelivered_report(query, self.mode, reason), str(exc))
+        except KeyError:
+            error = OfficialError("eval.py", "KeyError: 'plan' (the record has no 'plan' field)")
+            return PlanVerdict(unscorable_report(query, self.mode, error), str(error), scorable=False)
+        verdict = self.evaluate_verdict(query, plan)
+        if not missing or not verdict.report.delivered:
+            return verdict
+        commonsense = dict(verdict.report.commonsense)
+        reason = str(missing[0])
+        commonsense["is_not_absent"] = CheckResult(False, f"{reason[0].upper()}{reason[1:]}.")
+        return PlanVerdict(self._report(query, commonsense, None), verdict.error, verdict.scorable)
+
+    def _official_payload(self, query: QueryRecord, raw: Any) -> PlanVerdict:
+        """Official verdicts of a decoded plan value."""
+        from star_lib.travel.official import evaluate_irregular, is_regular
+
+        try:
+            if not raw:
+                return PlanVerdict(undelivered_report(query, self.mode))
+        except Exception:  # noqa: BLE001 - a value without a truth value: eval.py raises
+            error = OfficialError("eval.py", "the plan has no truth value")
+            return PlanVerdict(unscorable_report(query, self.mode, error), str(error), scorable=False)
+        if is_regular(raw, query.days):
+            days = tuple(_day_plan(unit) for unit in raw[: query.days])
+            return self.evaluate_verdict(query, days)
+        try:
+            commonsense, hard = evaluate_irregular(query, raw, self.index)
+        except OfficialError as exc:
+            report = unscorable_report(query, self.mode, exc, getattr(exc, "done", None))
+            return PlanVerdict(report, str(exc), scorable=False)
+        return PlanVerdict(self._report(query, commonsense, hard))
+
+    def _report(
+        self, query: QueryRecord, commonsense: dict[str, CheckResult], hard: dict[str, CheckResult] | None
+    ) -> EvaluationReport:
         return EvaluationReport(
             commonsense=commonsense,
             hard=hard,
@@ -174,6 +282,22 @@ class Evaluator:
                 found = (normalise(found[0]), normalise(found[1]))
             self._splits[text] = found
         return found
+
+
+def _day_plan(unit: dict[str, Any]) -> DayPlan:
+    """Turn a regular official day into a DayPlan; ``days`` keeps only whether the official count sees it."""
+    number = unit["days"]
+    counted = bool(number) and number != "-"
+    return DayPlan(
+        days=int(counted),
+        current_city=unit["current_city"],
+        transportation=unit["transportation"],
+        breakfast=unit["breakfast"],
+        attraction=unit["attraction"],
+        lunch=unit["lunch"],
+        dinner=unit["dinner"],
+        accommodation=unit["accommodation"],
+    )
 
 
 # ───────────────────────────── one cached Evaluator per (world, mode) ─────────────────────────────

@@ -56,7 +56,7 @@ class PlanParseError(ValueError):
 
 
 def parse_plan(payload: str | Sequence[Any] | dict[str, Any], days: int | None = None) -> tuple[DayPlan, ...]:
-    """Turn a plan payload into typed day plans.
+    """Turn a plan payload into typed day plans (strict: a day lacking a key is an error too).
 
     Args:
         payload: JSON/literal string, list of day dicts (or ``DayPlan``), submission record, or
@@ -70,6 +70,29 @@ def parse_plan(payload: str | Sequence[Any] | dict[str, Any], days: int | None =
         PlanParseError: naming the day and key at fault and what to change.
 
     """
+    plan, missing = parse_plan_keys(payload, days)
+    if missing:
+        raise missing[0]
+    return plan
+
+
+def parse_plan_keys(
+    payload: str | Sequence[Any] | dict[str, Any], days: int | None = None
+) -> tuple[tuple[DayPlan, ...], tuple[PlanParseError, ...]]:
+    """Parse like :func:`parse_plan`, but report days that lack keys instead of raising.
+
+    A lacking text key reads as ``'-'`` and a lacking ``days`` as the day's position; each such day gives
+    one :class:`PlanParseError` (naming the day and the keys) in the second element. The strict evaluator
+    turns those into a failed ``is_not_absent`` (see :data:`star_lib.travel.checks.STRICT_RULES`).
+
+    Raises:
+        PlanParseError: for everything else :func:`parse_plan` refuses.
+
+    >>> plan, missing = parse_plan_keys('[{"days": 1, "current_city": "A"}]')
+    >>> plan[0].breakfast, missing[0].key
+    ('-', 'transportation')
+
+    """
     items = _day_items(payload)
     if not items:
         raise PlanParseError("the plan is empty: give one object per day of the trip")
@@ -78,7 +101,39 @@ def parse_plan(payload: str | Sequence[Any] | dict[str, Any], days: int | None =
             f"the plan has {len(items)} days but the trip has {days}: remove the days after day {days}",
             day=days + 1,
         )
-    return tuple(_parse_day(item, position) for position, item in enumerate(items, start=1))
+    plan, missing = [], []
+    for position, item in enumerate(items, start=1):
+        day, lacking = _parse_day(item, position)
+        plan.append(day)
+        if lacking is not None:
+            missing.append(lacking)
+    return tuple(plan), tuple(missing)
+
+
+def decode_plan(payload: Any) -> Any:
+    """Return the plan value the official ``eval.py`` hands to its checks, without validating it.
+
+    A submission record gives its ``plan`` (``record['plan']``), the ``annotated_plan`` form its day list,
+    anything else is the plan itself. A string (the record line or its ``plan``) is decoded as JSON, then as
+    a Python literal (never ``eval``): the official ``eval.py`` ``eval()``s a string record, and our rollouts
+    store the plan as JSON text.
+
+    Raises:
+        PlanParseError: for a string that is neither JSON nor a Python literal.
+        KeyError: for a record (a dict) without ``plan``, as the official ``eval.py`` raises.
+
+    >>> decode_plan('{"idx": 1, "query": "q", "plan": [{"day": 1}]}')
+    [{'day': 1}]
+
+    """
+    if isinstance(payload, str):
+        payload = _decode(payload, "plan payload")
+    if isinstance(payload, dict):
+        inner = payload["plan"]
+        return _decode(inner, "'plan' field") if isinstance(inner, str) and inner.strip() else inner
+    if isinstance(payload, (list, tuple)) and _is_annotated(payload):
+        return list(payload[1])
+    return payload
 
 
 def plan_to_json(plan: Sequence[DayPlan]) -> str:
@@ -163,8 +218,8 @@ def _drop_padding(items: list[Any]) -> list[Any]:
 # ───────────────────────────── one day ─────────────────────────────
 
 
-def _parse_day(item: Any, position: int) -> DayPlan:
-    """Validate one day object; ``position`` is its 1-based place in the list."""
+def _parse_day(item: Any, position: int) -> tuple[DayPlan, PlanParseError | None]:
+    """Validate one day object (``position``: its 1-based place); also the error of its lacking keys."""
     if isinstance(item, DayPlan):
         item = item.to_dict()
     if not isinstance(item, dict):
@@ -185,15 +240,16 @@ def _parse_day(item: Any, position: int) -> DayPlan:
             raise PlanParseError(f"day {position} repeats key {key!r}", day=position, key=key)
         fields[key] = value
     missing = [k for k in PLAN_KEYS if k not in fields]
+    lacking = None
     if missing:
-        raise PlanParseError(
+        lacking = PlanParseError(
             f"day {position} lacks key(s) {missing}: every day needs {list(PLAN_KEYS)} ('-' when empty)",
             day=position,
             key=missing[0],
         )
-    number = _day_number(fields["days"], position)
-    texts = {key: _text(fields[key], position, key) for key in _TEXT_KEYS}
-    return DayPlan(days=number, **texts)
+    number = _day_number(fields["days"], position) if "days" in fields else position
+    texts = {key: _text(fields[key], position, key) for key in _TEXT_KEYS if key in fields}
+    return DayPlan(days=number, **{"current_city": "-", **texts}), lacking
 
 
 def _day_number(value: Any, position: int) -> int:

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from star_lib.agent.policies import Conversation, SamplingParams, TransformersPolicy
-from star_lib.train.fastgen import FastPolicy, FastQwen2, check_against_transformers
+from star_lib.agent.fastgen import FastPolicy, FastQwen2, check_against_transformers
+from star_lib.agent.policies import Conversation, EntropyGeneration, SamplingParams, TransformersPolicy
 from star_lib.train.tokenizer import train_tokenizer
 
 
@@ -70,6 +70,24 @@ def test_fastgen_greedy_turns_equal_transformers_generate(model, tok) -> None:
     assert [g.text for g in ours] == [g.text for g in theirs]
     for a, b in zip(ours, theirs, strict=True):
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-4
+
+
+def test_fastgen_and_transformers_report_the_same_leading_entropies(model, tok) -> None:
+    greedy = SamplingParams(temperature=0.0)
+    convs = conversations(tok)
+    assert not isinstance(
+        FastPolicy(model, tok, greedy).generate(convs[:1], max_new_tokens=4)[0], EntropyGeneration
+    )
+    ours = FastPolicy(model, tok, greedy, entropy_tokens=4).generate(convs, max_new_tokens=12)
+    theirs = TransformersPolicy(model, tok, greedy, entropy_tokens=4).generate(convs, max_new_tokens=12)
+    for a, b in zip(ours, theirs, strict=True):
+        assert isinstance(a, EntropyGeneration) and isinstance(b, EntropyGeneration)
+        assert a.token_ids == b.token_ids
+        assert len(a.entropies) == len(b.entropies) == min(4, len(a.token_ids))
+        assert max(abs(x - y) for x, y in zip(a.entropies, b.entropies, strict=True)) < 1e-4
+        assert all(0.0 <= h <= 1.0 for h in a.entropies)
+    with pytest.raises(ValueError, match="entropy_tokens must be >= 0"):
+        FastPolicy(model, tok, greedy, entropy_tokens=-1)
 
 
 def test_fastgen_cache_reuse_gives_the_same_next_turn(model, tok) -> None:
