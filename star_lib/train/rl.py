@@ -141,7 +141,7 @@ class RLRunConfig:
     rollout_overrides: dict[str, Any] = field(default_factory=dict)
     """Other ``star_lib.agent.RolloutConfig`` fields of the episodes (``{"on_format_error": "stop"}``…)."""
     fast_generation: bool = False
-    """Write the rollouts with :class:`star_lib.train.fastgen.FastPolicy` (KV-cached batched sampling for
+    """Write the rollouts with :class:`star_lib.agent.fastgen.FastPolicy` (KV-cached batched sampling for
     Qwen2-architecture models on CPU) instead of ``model.generate``; ignored when TRL runs vLLM."""
     faults: Any = None
     """``FaultConfig`` (or its dict) for the *training* rollouts' tools; None: a clean environment."""
@@ -528,7 +528,7 @@ class RolloutLog:
 def default_policy(trainer: Any, cfg: RLRunConfig) -> Any:
     """Wrap the current model as a sampling policy.
 
-    vLLM when TRL colocates an engine; else :class:`~star_lib.train.fastgen.FastPolicy` with
+    vLLM when TRL colocates an engine; else :class:`~star_lib.agent.fastgen.FastPolicy` with
     ``fast_generation``; else ``model.generate``.
     """
     from star_lib.agent.policies import SamplingParams, TransformersPolicy, VLLMPolicy
@@ -539,7 +539,7 @@ def default_policy(trainer: Any, cfg: RLRunConfig) -> Any:
         return VLLMPolicy(trainer.vllm_generation.llm, tokenizer, sampling)
     model = trainer.accelerator.unwrap_model(trainer.model)
     if cfg.fast_generation:
-        from star_lib.train.fastgen import FastPolicy
+        from star_lib.agent.fastgen import FastPolicy
 
         return FastPolicy(model, tokenizer, sampling)  # built per batch: the weights changed since the last
     return TransformersPolicy(model, tokenizer, sampling, batch_size=cfg.batch_size)

@@ -135,7 +135,7 @@ def test_rl_config_compact_protocol_builds_compact_episodes():
 
 def test_rl_fast_generation_rolls_out_with_fast_policy(rl_dir, tmp_path, world):
     from star_lib.agent.policies import TransformersPolicy
-    from star_lib.train.fastgen import FastPolicy
+    from star_lib.agent.fastgen import FastPolicy
     from star_lib.train.rl import default_policy
 
     fast = config(rl_dir, tmp_path, fast_generation=True)
