@@ -75,7 +75,8 @@ class TokenTrace:
     prompt_ids: list[int] = field(default_factory=list)
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
-    """1 on assistant tokens (incl. their end-of-turn token), 0 on environment/template tokens."""
+    """1 on assistant tokens (incl. their end-of-turn token when sampled), 0 on environment/template tokens
+    and on the end-of-turn token closing a turn cut at ``max_new_tokens``."""
     logprobs: list[float] | None = field(default_factory=list)
     """Sampling log-probabilities (NaN where a turn was re-tokenised, 0.0 on environment tokens); None when
     the backend gave none."""
@@ -108,6 +109,10 @@ class TokenTrace:
     ) -> None:
         """Append the last assistant message (``messages[-1]``) and its end-of-turn token.
 
+        A turn cut at ``max_new_tokens`` (``generation.finish_reason == "length"``) never sampled its
+        end-of-turn token: the token is still recorded (the template closes every turn) but with
+        ``env_mask`` 0, so the loss does not train a token the model did not write.
+
         Args:
             renderer: The renderer of this episode.
             messages: The conversation ending with the assistant message just produced.
@@ -131,7 +136,10 @@ class TokenTrace:
             sampled = [*sampled, renderer.eot_id]
         ids = sampled if (mode == "sampled" and generation.token_ids) else canonical
         self.completion_ids += ids
-        self.env_mask += [1] * len(ids)
+        mask = [1] * len(ids)
+        if generation.finish_reason == "length" and ids and ids[-1] == renderer.eot_id:
+            mask[-1] = 0  # appended by us, not sampled: keep it out of the loss
+        self.env_mask += mask
         self.rendered += segment
         self._add_logprobs(ids, sampled, generation.logprobs)
 

@@ -339,10 +339,23 @@ def load_model(path: str | Path, *, device: str | None = None) -> tuple[Any, Any
 class VLLMPolicy:
     """Generation with a vLLM engine (GPU); returns sampled token ids and their log-probabilities.
 
+    Built from TRL's colocated engine (``trainer.vllm_generation``, a ``VLLMGeneration``), the policy does
+    what TRL's own ``generate`` does and a ``rollout_func`` otherwise misses:
+
+    - **sleep mode**: before a ``rollout_func`` TRL wakes only the engine's *weights*; the first turn wakes
+      the KV cache (``wake_up(tags=["kv_cache"])``), :meth:`release` puts the engine back to sleep (level 2)
+      and marks its weights as discarded, so a second rollout in the same step (DAPO's refills) re-pushes
+      them first (``sync_weights``), as TRL's ``generate`` does;
+    - **tensor parallelism**: the ranks of a TP group share one engine, whose every call is collective. Each
+      turn gathers the group's prompts (``all_gather_object`` on TRL's ``tp_group``), generates them all and
+      keeps this rank's slice. Multi-turn episodes end at different turns on different ranks, so a rank that
+      is done calls :meth:`release`, which keeps joining the group's calls until every rank is done.
+
     Args:
-        llm: A ``vllm.LLM`` (e.g. the engine TRL colocates) or a model path to start one.
+        llm: TRL's ``VLLMGeneration``, a ``vllm.LLM``, or a model path to start one.
         tokenizer: The Hugging Face tokenizer; loaded from ``llm`` when it is a path.
         sampling: Sampling settings.
+        vllm_module: The ``vllm`` module (default: imported); tests pass a stand-in with ``SamplingParams``.
         **engine_kwargs: Passed to ``vllm.LLM`` when ``llm`` is a path.
 
     Raises:
@@ -350,21 +363,54 @@ class VLLMPolicy:
 
     """
 
+    top_logprobs: int = 0
+    """Top log-probabilities vLLM returns per step (0: the sampled token only; ARPO raises it)."""
+    owner: Any = None
+    """TRL's ``VLLMGeneration`` owning the engine (sleep state, weight sync, TP group); None: a bare one."""
+    enable_sleep_mode: bool = False
+    """The engine sleeps between rollouts (TRL's ``vllm_enable_sleep_mode``)."""
+    tp_size: int = 1
+    """Ranks sharing the engine (TRL's ``vllm_tensor_parallel_size``)."""
+    tp_group: Any = None
+    """The ``torch.distributed`` group of those ranks."""
+    tp_rank: int | None = None
+    """This rank's index in the group (default: asked from ``torch.distributed``)."""
+    gather: Any = None
+    """``obj -> [obj of every group rank]`` (default: ``all_gather_object`` on ``tp_group``)."""
+    _kv_awake: bool = False
+
     def __init__(
-        self, llm: Any, tokenizer: Any = None, sampling: SamplingParams | None = None, **engine_kwargs: Any
+        self,
+        llm: Any,
+        tokenizer: Any = None,
+        sampling: SamplingParams | None = None,
+        *,
+        vllm_module: Any = None,
+        **engine_kwargs: Any,
     ):
-        try:
-            import vllm
-        except ImportError as exc:
-            raise ImportError("VLLMPolicy needs vLLM on a CUDA machine: pip install 'star-lab[gpu]'") from exc
-        self._vllm = vllm
+        if vllm_module is None:
+            try:
+                import vllm as vllm_module
+            except ImportError as exc:
+                raise ImportError(
+                    "VLLMPolicy needs vLLM on a CUDA machine: pip install 'star-lab[gpu]'"
+                ) from exc
+        self._vllm = vllm_module
+        if not isinstance(llm, str) and hasattr(llm, "sync_weights") and hasattr(llm, "llm"):
+            self.owner = llm  # TRL's VLLMGeneration
+            self.enable_sleep_mode = bool(getattr(llm, "enable_sleep_mode", False))
+            self.tp_size = int(getattr(llm, "tensor_parallel_size", 1) or 1)
+            self.tp_group = getattr(llm, "tp_group", None)
+            # TRL sleeps the engine right after building it; its KV cache is asleep until we wake it
+            self._kv_awake = not self.enable_sleep_mode
+            llm = llm.llm
         if isinstance(llm, str):
             from star_lib.agent.tokenizer import load_tokenizer
 
             tokenizer = tokenizer or load_tokenizer(llm)
             # logprobs after temperature/top-p, as TRL's importance-sampling correction expects
             engine_kwargs.setdefault("logprobs_mode", "processed_logprobs")
-            llm = vllm.LLM(model=llm, **engine_kwargs)
+            llm = vllm_module.LLM(model=llm, **engine_kwargs)
         if tokenizer is None:
             tokenizer = llm.get_tokenizer()
         self.llm = llm
@@ -373,18 +419,36 @@ class VLLMPolicy:
         self.stop_ids = stop_token_ids(tokenizer)
         self._calls = 0
 
-    top_logprobs: int = 0
-    """Top log-probabilities vLLM returns per step (0: the sampled token only; ARPO raises it)."""
-
     def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int) -> list[Generation]:
-        """Generate one turn per conversation in a single vLLM call."""
+        """Generate one turn per conversation in a single vLLM call (collective within a TP group)."""
         return [self._to_generation(c) for c in self._sample(conversations, max_new_tokens)]
 
-    def _sample(self, conversations: Sequence[Conversation], max_new_tokens: int) -> list[Any]:
-        """Run one vLLM call and return each conversation's completion (vLLM's ``CompletionOutput``)."""
-        prompts = [
-            {"prompt_token_ids": c.prompt_ids or render_prompt_ids(self.tokenizer, c)} for c in conversations
-        ]
+    def release(self) -> None:
+        """End this rank's rollout: serve the TP group's remaining calls, then put the engine to sleep.
+
+        Call it once per rollout batch on every rank (the RL ``rollout_func`` does); harmless without a
+        TP group or sleep mode.
+        """
+        if self.tp_size > 1:
+            while self._group_call([], {}) is not None:  # others still have episodes running
+                pass
+        if self.owner is not None and self.enable_sleep_mode and self._kv_awake:
+            self.llm.sleep(level=2)  # level 2 discards the weights too: TRL re-pushes them before use
+            self.owner._llm_weights_sleeping = True
+            self._kv_awake = False
+
+    def _wake(self) -> None:
+        """Make the engine ready: current weights loaded (re-pushed after a sleep), KV cache allocated."""
+        if self.owner is None or not self.enable_sleep_mode:
+            return
+        if getattr(self.owner, "_llm_weights_sleeping", False):
+            self.owner.sync_weights()  # wakes the weights and loads the training model's (collective)
+            self.owner._llm_weights_sleeping = False
+        if not self._kv_awake:
+            self.llm.wake_up(tags=["kv_cache"])
+            self._kv_awake = True
+
+    def _options(self, max_new_tokens: int) -> dict[str, Any]:
         options: dict[str, Any] = {
             "n": 1,
             "temperature": self.sampling.temperature,
@@ -397,10 +461,57 @@ class VLLMPolicy:
         }
         if self.sampling.top_k > 0:  # leave vLLM's own "off" value alone (it changed across versions)
             options["top_k"] = self.sampling.top_k
-        params = self._vllm.SamplingParams(**options)
+        return options
+
+    def _sample(self, conversations: Sequence[Conversation], max_new_tokens: int) -> list[Any]:
+        """Run one vLLM call and return each conversation's completion (vLLM's ``CompletionOutput``)."""
+        prompts = [
+            {"prompt_token_ids": c.prompt_ids or render_prompt_ids(self.tokenizer, c)} for c in conversations
+        ]
+        options = self._options(max_new_tokens)
         self._calls += 1
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        if self.tp_size > 1:
+            return self._group_call(prompts, options) or []
+        if not prompts:
+            return []
+        self._wake()
+        outputs = self.llm.generate(prompts, self._vllm.SamplingParams(**options), use_tqdm=False)
         return [out.outputs[0] for out in outputs]
+
+    def _group_call(self, prompts: list[dict[str, Any]], options: dict[str, Any]) -> list[Any] | None:
+        """One collective call of the TP group: gather every rank's prompts, generate all, keep ours.
+
+        Returns None when no rank of the group had a prompt (everyone is done; no engine call is made).
+        """
+        gathered = self._gather_group((prompts, options))
+        if not any(rank_prompts for rank_prompts, _ in gathered):
+            return None
+        self._wake()
+        all_prompts = [p for rank_prompts, _ in gathered for p in rank_prompts]
+        params = [  # one SamplingParams per prompt: ranks may ask different max_tokens
+            self._vllm.SamplingParams(**rank_options)
+            for rank_prompts, rank_options in gathered
+            for _ in rank_prompts
+        ]
+        outputs = self.llm.generate(all_prompts, params, use_tqdm=False)
+        start = sum(len(rank_prompts) for rank_prompts, _ in gathered[: self._group_rank()])
+        return [out.outputs[0] for out in outputs[start : start + len(prompts)]]
+
+    def _gather_group(self, obj: Any) -> list[Any]:
+        if self.gather is not None:
+            return list(self.gather(obj))
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * self.tp_size
+        dist.all_gather_object(out, obj, group=self.tp_group)
+        return out
+
+    def _group_rank(self) -> int:
+        if self.tp_rank is not None:
+            return self.tp_rank
+        import torch.distributed as dist
+
+        return dist.get_rank(group=self.tp_group)
 
     def _to_generation(self, completion: Any) -> Generation:
         ids = list(completion.token_ids)

@@ -426,27 +426,81 @@ def _register_serve(sub: Any) -> None:
     p = sub.add_parser(
         "serve",
         help="serve a transformers checkpoint over an OpenAI-compatible HTTP API",
-        description="POST /v1/chat/completions for one local model (for demos, tests and local teachers).",
+        description="POST /v1/chat/completions for one local model (for demos, tests and local teachers). "
+        "One generation runs at a time; --max-queue more wait, further requests get 429 with Retry-After.",
     )
     p.add_argument("--model", required=True, help="checkpoint folder or preset name")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback)")
-    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
+    p.add_argument("--port", type=_tcp_port, default=8000, help="TCP port 1..65535 (default 8000)")
     p.add_argument("--api-key-env", default=None, help="NAME of an env var: require its value as Bearer key")
     p.add_argument("--device", default=None, help="cpu | cuda")
+    p.add_argument(
+        "--max-queue", type=_positive(int), default=32, help="requests waiting for the model (default 32)"
+    )
+    p.add_argument(
+        "--max-connections", type=_positive(int), default=128, help="connections served at once (default 128)"
+    )
+    p.add_argument(
+        "--socket-timeout",
+        type=_positive(float),
+        default=30.0,
+        help="seconds before an idle or stalled connection is closed (default 30)",
+    )
+    p.add_argument(
+        "--max-context",
+        type=_positive(int),
+        default=None,
+        help="prompt + completion tokens allowed (default: the model's max_position_embeddings)",
+    )
     p.set_defaults(func=run_serve)
 
 
+def _tcp_port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number; use 1..65535") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is outside 1..65535")
+    return port
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__}") from None
+        if not value > 0 or value != value or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"{text} must be a positive finite number")
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"  # argparse names the type in its messages
+    return parse
+
+
 def run_serve(args: argparse.Namespace) -> int:
-    """Serve until interrupted; return the exit code."""
+    """Serve until interrupted; return the exit code.
+
+    The address and the model path are checked before the model loads, so a port in use, a bad host or
+    a missing folder fail at once with one sentence naming the option (``ValueError``/``FileNotFoundError``).
+    """
     from star_lib.agent.policies import TransformersPolicy
-    from star_lib.agent.serve import ChatServer
-    from star_lib.train.models import load_model_and_tokenizer
+    from star_lib.agent.serve import ChatServer, check_listen_address
+    from star_lib.train.models import load_model_and_tokenizer, resolve_model_source
 
     key = None
     if args.api_key_env:
         key = os.environ.get(args.api_key_env)
         if not key:
             raise ValueError(f"environment variable {args.api_key_env} is empty: export the key to require")
+    check_listen_address(args.host, args.port, host_option="--host", port_option="--port")
+    try:
+        resolve_model_source(args.model)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"--model {args.model}: {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"--model {args.model}: {exc}") from None
     model, tokenizer = load_model_and_tokenizer(args.model, device=args.device or _default_device())
     server = ChatServer(
         TransformersPolicy(model.eval(), tokenizer, batch_size=1),
@@ -454,8 +508,12 @@ def run_serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         api_key=key,
+        max_queue=args.max_queue,
+        max_connections=args.max_connections,
+        socket_timeout_s=args.socket_timeout,
+        max_context_tokens=args.max_context,
     )
-    print(f"serving {args.model} at {server.base_url} (Ctrl-C to stop)")
+    print(f"serving {args.model} at {server.base_url} (Ctrl-C to stop)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

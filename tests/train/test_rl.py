@@ -235,3 +235,170 @@ def test_rl_one_grpo_step_changes_the_weights(rl_dir, tmp_path, world):
     assert any(k.startswith("clip_ratio/") for k in row)
     assert row["env/success"] == 0.5
     assert (result.output_dir / "config.yaml").is_file()
+
+
+# ───────────────────────────── paper scale: batch per world size, vLLM settings ─────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("world_size", "per_rank", "micro", "accumulation"),
+    [(1, 128, 1, 128), (8, 16, 1, 16), (16, 8, 1, 8)],
+)
+def test_rl_paper_batch_is_global_and_splits_per_world_size(world_size, per_rank, micro, accumulation):
+    cfg = RLRunConfig(
+        data="q", output_dir="o", model_path="m", preset="qwen2.5-7b", prompts_per_step=16,
+        world_size=world_size,
+    )
+    layout = cfg.batch_layout()
+    assert (layout.global_batch, layout.per_rank) == (128, per_rank)
+    assert (layout.micro_batch, layout.accumulation) == (micro, accumulation)  # preset: micro-batch 1
+    args = build_grpo_config(cfg)
+    assert args.per_device_train_batch_size == micro and args.gradient_accumulation_steps == accumulation
+    assert args.steps_per_generation == accumulation
+    # TRL's generation batch = per-device batch × processes × steps per generation = the configured batch
+    assert args.per_device_train_batch_size * world_size * args.steps_per_generation == 128
+
+
+def test_rl_world_size_comes_from_the_launcher_environment(monkeypatch):
+    from star_lib.train.rl import env_world_size
+
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    cfg = RLRunConfig(data="q", output_dir="o", model_path="m", num_generations=4, prompts_per_step=8)
+    layout = cfg.batch_layout()
+    assert env_world_size() == 8 and (layout.per_rank, layout.micro_batch) == (4, 4)  # tiny: the rank's share
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"prompts_per_step": 3, "world_size": 16}, "does not divide over 16 GPUs"),  # 24 episodes
+        ({"prompts_per_step": 4, "world_size": 8}, "not whole groups"),  # 32 episodes: 4 per GPU, G = 8
+        ({"prompts_per_step": 8, "world_size": 8, "micro_batch_size": 3}, "micro_batch_size=3"),
+    ],
+)
+def test_rl_batch_that_does_not_split_is_refused_naming_the_option(kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        RLRunConfig(data="q", output_dir="o", model_path="m", num_generations=8, **kwargs)
+
+
+def test_rl_vllm_settings_reach_grpo_config():
+    cfg = RLRunConfig(
+        data="q", output_dir="o", model_path="m", preset="qwen2.5-1.5b", prompts_per_step=8, use_vllm=True,
+        vllm_importance_sampling="sequence_mask",
+    )
+    args = build_grpo_config(cfg)
+    assert args.use_vllm and args.vllm_mode == "colocate" and args.vllm_enable_sleep_mode
+    assert args.vllm_importance_sampling_mode == "sequence_mask"
+    assert args.vllm_importance_sampling_clip_max == 3.0 and args.vllm_max_model_length == 32768
+    default = build_grpo_config(RLRunConfig(data="q", output_dir="o", model_path="m", use_vllm=True))
+    assert default.vllm_importance_sampling_mode == "token_truncate"  # never drops whole 32k episodes
+    off = build_grpo_config(
+        RLRunConfig(data="q", output_dir="o", model_path="m", use_vllm=True, vllm_importance_sampling="off")
+    )
+    assert not off.vllm_importance_sampling_correction
+    assert not build_grpo_config(RLRunConfig(data="q", output_dir="o", model_path="m")).use_vllm
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"use_vllm": True, "vllm_mode": "server"}, "vllm_mode: server is not supported"),
+        ({"use_vllm": True, "algorithm": "arpo", "arpo": {"top_logprobs": 50}}, "max_logprobs"),
+        ({"trl_overrides": {"vllm_mode": "server"}}, "trl_overrides"),
+        ({"trl_overrides": {"per_device_train_batch_size": 64}}, "trl_overrides"),
+        ({"vllm_importance_sampling": "tis"}, "vllm_importance_sampling"),
+        ({"vllm_tensor_parallel_size": 3, "world_size": 8, "prompts_per_step": 32}, "divide the world size"),
+    ],
+)
+def test_rl_vllm_settings_it_cannot_honour_are_refused(kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        RLRunConfig(data="q", output_dir="o", model_path="m", **kwargs)
+    if "arpo" in kwargs:  # without vLLM the entropy comes from the full logits: any top_logprobs is fine
+        RLRunConfig(data="q", output_dir="o", model_path="m", algorithm="arpo", arpo={"top_logprobs": 50})
+
+
+def test_rl_importance_sampling_counts_masked_and_clipped_tokens():
+    import torch
+
+    from star_lib.train.rl import importance_sampling_counts
+
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0]])  # third row: a truncated episode
+    seq = importance_sampling_counts(torch.tensor([[0.0], [1.2], [0.0]]), mask, "sequence_mask", 3.0)
+    assert seq == {
+        "sampling/is_masked_tokens": 3.0, "sampling/is_masked_episodes": 1.0,
+        "sampling/is_tokens": 5.0, "sampling/is_episodes": 2.0,
+    }
+    token_ratio = torch.tensor([[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
+    tok = importance_sampling_counts(token_ratio, mask, "token_mask", 3.0)
+    assert tok["sampling/is_masked_tokens"] == 4.0 and tok["sampling/is_masked_episodes"] == 1.0
+    clipped = importance_sampling_counts(torch.tensor([[3.0, 1.0, 3.0, 9.0]] * 3), mask, "token_truncate", 3.0)
+    assert clipped["sampling/is_clipped_tokens"] == 3.0 and clipped["sampling/is_clipped_episodes"] == 2.0
+
+
+def test_rl_importance_sampling_counts_reach_the_step_metrics():
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    import torch
+
+    from star_lib.train.rl import log_importance_sampling
+
+    output = {
+        "importance_sampling_ratio": torch.tensor([[0.0], [1.0]]),
+        "completion_mask": torch.tensor([[1, 1], [1, 1]]),
+        "tool_mask": torch.tensor([[1, 0], [1, 1]]),
+    }
+    trainer = SimpleNamespace(
+        _generate_and_score_completions=lambda inputs: output,
+        accelerator=SimpleNamespace(gather=lambda t: t),
+        model=SimpleNamespace(training=True),
+        _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
+    )
+    log_importance_sampling(trainer, "sequence_mask", 3.0)
+    assert trainer._generate_and_score_completions([]) is output
+    metrics = trainer._metrics["train"]
+    assert metrics["sampling/is_masked_episodes"] == [1.0] and metrics["sampling/is_masked_tokens"] == [1.0]
+    assert metrics["sampling/is_tokens"] == [3.0]
+
+
+# ───────────────────────────── rank 0 writes the run files ─────────────────────────────
+
+
+def test_rl_only_rank_zero_writes_rollouts(monkeypatch, tmp_path):
+    from star_lib.train.rl import RolloutLog
+
+    class Episode:  # episodes_frame is never reached on a non-zero rank
+        pass
+
+    from accelerate.state import PartialState
+
+    monkeypatch.setattr(PartialState, "_shared_state", {})  # no accelerator yet: $RANK decides
+    monkeypatch.setenv("RANK", "3")
+    log = RolloutLog(tmp_path / "rollouts.parquet")
+    log.append(0, "train", [Episode()])
+    assert not log.write and not log.path.exists() and not log.frames
+    monkeypatch.setenv("RANK", "0")
+    assert RolloutLog(tmp_path / "rollouts.parquet").write
+
+
+def test_rl_turn_cut_at_max_new_tokens_leaves_its_end_of_turn_token_out_of_the_loss(qwen_tokenizer_dir):
+    from star_lib.agent.chat import ChatRenderer, TokenTrace
+    from star_lib.agent.policies import Generation
+    from star_lib.train.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(qwen_tokenizer_dir)
+    tok.chat_template = (qwen_tokenizer_dir / "qwen2.5_instruct_chat_template.jinja").read_text()
+    renderer = ChatRenderer(tok)
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    text = "<think>I will look up the fli"  # a turn cut mid-word
+    sampled = tok.encode(text, add_special_tokens=False)
+    for mode in ("canonical", "sampled"):
+        for reason, last_mask in (("length", 0), ("stop", 1)):
+            trace = TokenTrace()
+            trace.start(renderer, messages)
+            ids = sampled if reason == "length" else [*sampled, renderer.eot_id]
+            generation = Generation(text=text, token_ids=ids, logprobs=[-0.5] * len(ids), finish_reason=reason)
+            trace.add_assistant(renderer, [*messages, {"role": "assistant", "content": text}], generation, mode)
+            assert trace.completion_ids[-1] == renderer.eot_id  # the template still closes the turn
+            assert trace.env_mask[-1] == last_mask, (mode, reason)
+            assert set(trace.env_mask[:-1]) == {1}
