@@ -10,8 +10,11 @@ from star_lib.agent.chat import ChatRenderer, TokenTrace
 from star_lib.agent.config import RolloutConfig
 from star_lib.agent.env import Episode, TravelEnv
 from star_lib.agent.expert import ExpertPolicy, plan_steps
+from star_lib.agent.factory import POLICY_KINDS, make_policy
+from star_lib.agent.fastgen import FastPolicy
 from star_lib.agent.policies import (
     Conversation,
+    EntropyGeneration,
     Generation,
     OpenAIConfig,
     OpenAIPolicy,
@@ -39,15 +42,19 @@ from star_lib.agent.protocol import (
 from star_lib.agent.rollout import RolloutStats, episode_row, episodes_frame, run_episodes, trl_rollout_output
 from star_lib.agent.serve import ChatServer
 from star_lib.agent.teacher import TeacherStats, build_sft_dataset, keep_episode, sft_record
+from star_lib.agent.tokenizer import load_tokenizer
 
 __all__ = [
     "CONTEXT_LIMIT_PROMPT",
+    "POLICY_KINDS",
     "ChatRenderer",
     "ChatServer",
     "CompactProtocol",
     "Conversation",
+    "EntropyGeneration",
     "Episode",
     "ExpertPolicy",
+    "FastPolicy",
     "FinalAnswer",
     "FormatError",
     "Generation",
@@ -72,6 +79,8 @@ __all__ = [
     "format_tool_call",
     "get_protocol",
     "keep_episode",
+    "load_tokenizer",
+    "make_policy",
     "parse_turn",
     "plan_steps",
     "run_episodes",
