@@ -83,6 +83,8 @@ def load_queries(paths: list[str], limit: int | None = None) -> list[Any]:
     records: list[Any] = []
     for name in paths:
         file_records = read_queries(name)
+        if not file_records:
+            raise ValueError(f"--queries {name}: the file holds no query records")
         if any(r.reference_plan is None for r in file_records):
             file_records = _attach_annotated_plans(Path(name), file_records)
         for record in file_records:
@@ -242,6 +244,8 @@ def _failure_cause(episodes: Any) -> str:
 def _load_tokenizer(path: str) -> Any:
     from star_lib.train.tokenizer import load_tokenizer
 
+    if not Path(path).is_dir():
+        raise FileNotFoundError(f"--tokenizer {path}: no such tokenizer folder")
     tokenizer = load_tokenizer(path)
     if not tokenizer.chat_template:
         raise ValueError(f"tokenizer {path} has no chat template; use a Qwen2.5-style tokenizer folder")

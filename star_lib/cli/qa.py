@@ -95,6 +95,12 @@ def run_qa_eval(args: argparse.Namespace) -> int:
     out = args.out or _default_out(args.model)
     if out.suffix != ".parquet":
         raise ValueError(f"--out must name a .parquet file, got {out}")
+    for option, path, kind in (
+        ("--corpus", args.corpus, "file"),
+        ("--data-dir", args.data_dir, "file or folder"),
+    ):
+        if not path.exists():
+            raise FileNotFoundError(f"{option} {path}: no such {kind}")
     check_output_file(out)  # before any work: a bad --out must not cost the whole evaluation
     check_output_file(summary_path(out), "--out (its summary file)")
     with lock_output(out):
