@@ -533,38 +533,29 @@ def parse_body(raw: bytes) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RequestError(f"the body is not UTF-8 (byte {exc.start}); send UTF-8 JSON") from None
-    depth = _max_depth(text)
-    if depth > MAX_JSON_DEPTH:
-        raise RequestError(
-            f"the body nests arrays/objects {depth} deep; at most {MAX_JSON_DEPTH} are accepted"
-        )
+    too_deep = f"the body nests arrays/objects more than {MAX_JSON_DEPTH} deep; flatten it"
     try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as exc:
+        body = json.loads(text)
+    except RecursionError:  # the C parser gives up near 1000 levels
+        raise RequestError(too_deep) from None
+    except ValueError as exc:
         raise RequestError(f"the body is not valid JSON: {exc}") from None
+    if _depth(body) > MAX_JSON_DEPTH:
+        raise RequestError(too_deep)
+    return body
 
 
-def _max_depth(text: str) -> int:
-    """Deepest ``[``/``{`` nesting outside strings, in one linear pass (before the recursive parser runs)."""
-    if "[" not in text and "{" not in text:
-        return 0
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
+def _depth(value: Any) -> int:
+    """Deepest list/dict nesting of a parsed JSON value (iterative: no recursion limit to hit)."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
     return deepest
 
 
