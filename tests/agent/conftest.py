@@ -21,26 +21,31 @@ def qwen_tokenizer(qwen_tokenizer_dir: Path) -> Any:
     return tokenizer
 
 
-@pytest.fixture(scope="session")
-def tiny_model(qwen_tokenizer: Any) -> Any:
-    """A randomly initialised 2-layer Qwen2 model over the real vocabulary (built from a config)."""
+def tiny_qwen2(tokenizer: Any, **overrides: Any) -> Any:
+    """A randomly initialised (seed 0) 2-layer Qwen2 model over ``tokenizer``'s vocabulary, in eval mode."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(0)
-    config = Qwen2Config(
-        vocab_size=len(qwen_tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=8192,
-        tie_word_embeddings=True,
-        eos_token_id=qwen_tokenizer.convert_tokens_to_ids("<|im_end|>"),
-        pad_token_id=qwen_tokenizer.pad_token_id,
-    )
-    return Qwen2ForCausalLM(config).eval()
+    values: dict[str, Any] = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": True,
+        "eos_token_id": tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    return Qwen2ForCausalLM(Qwen2Config(**{**values, **overrides})).eval()
+
+
+@pytest.fixture(scope="session")
+def tiny_model(qwen_tokenizer: Any) -> Any:
+    """A randomly initialised 2-layer Qwen2 model over the real vocabulary (built from a config)."""
+    return tiny_qwen2(qwen_tokenizer)
 
 
 class FakeTools:

@@ -11,6 +11,8 @@ from star_lib.agent.fastgen import FastPolicy, FastQwen2, check_against_transfor
 from star_lib.agent.policies import Conversation, EntropyGeneration, SamplingParams, TransformersPolicy
 from star_lib.train.tokenizer import train_tokenizer
 
+from .conftest import tiny_qwen2
+
 
 @pytest.fixture(scope="module")
 def tok():
@@ -20,22 +22,7 @@ def tok():
 
 @pytest.fixture(scope="module")
 def model(tok):
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(0)
-    config = Qwen2Config(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-    )
-    model = Qwen2ForCausalLM(config).eval()
+    model = tiny_qwen2(tok, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
     with torch.no_grad():  # sharpen the random model so greedy continuations are not all ties
         for p in model.parameters():
             p.mul_(8.0)

@@ -20,26 +20,10 @@ from star_lib.agent.protocol import (
     read_protocol,
     write_protocol,
 )
-from star_lib.types import LocalConstraint, QueryRecord, ToolCall
+from star_lib.types import QueryRecord, ToolCall
 
 REACT_CALL = '<think>go</think><tool_call>{"name": "SearchCity", "arguments": {"state": "Ohio"}}</tool_call>'
 COMPACT_CALL = "<think>go</think><tool_call>SearchCity|Ohio</tool_call>"
-
-
-@pytest.fixture
-def records() -> list[QueryRecord]:
-    query = QueryRecord(
-        org="Aville",
-        dest="Bton",
-        days=3,
-        visiting_city_number=1,
-        date=("d1", "d2", "d3"),
-        people_number=1,
-        local_constraint=LocalConstraint(),
-        budget=900,
-        query="Plan a trip.",
-    )
-    return [query]
 
 
 def test_every_protocol_name_has_one_object_with_the_whole_interface() -> None:
@@ -62,15 +46,13 @@ def test_each_protocol_parses_its_own_turns_and_rejects_the_other() -> None:
     assert isinstance(compact.parse_turn("<think>a</think><answer>x|y</answer>"), FinalAnswer)
 
 
-def test_render_task_follows_the_config(records: list) -> None:
+def test_render_task_follows_the_config(query: QueryRecord) -> None:
     schemas = [{"type": "function", "function": {"name": "SearchCity"}}]
-    react = get_protocol("react").render_task(records[0], schemas, RolloutConfig())
+    react = get_protocol("react").render_task(query, schemas, RolloutConfig())
     assert react.template_tools == schemas and react.messages[0]["role"] == "system"
-    listed = get_protocol("react").render_task(
-        records[0], schemas, RolloutConfig(tools_in_system_prompt=True)
-    )
+    listed = get_protocol("react").render_task(query, schemas, RolloutConfig(tools_in_system_prompt=True))
     assert listed.template_tools == [] and "SearchCity" in listed.messages[0]["content"]
-    compact = get_protocol("compact").render_task(records[0], schemas, RolloutConfig(protocol="compact"))
+    compact = get_protocol("compact").render_task(query, schemas, RolloutConfig(protocol="compact"))
     assert compact.template_tools == [] and compact.messages[0]["content"] == "plan"
     assert get_protocol("compact").render_format_error(FormatError("x")) == {
         "role": "tool",
@@ -78,9 +60,9 @@ def test_render_task_follows_the_config(records: list) -> None:
     }
 
 
-def test_detect_protocol_reads_the_system_message(records: list) -> None:
+def test_detect_protocol_reads_the_system_message(query: QueryRecord) -> None:
     for name in PROTOCOLS:
-        task = get_protocol(name).render_task(records[0], [], RolloutConfig(protocol=name))
+        task = get_protocol(name).render_task(query, [], RolloutConfig(protocol=name))
         assert detect_protocol(task.messages) == name
     assert detect_protocol([{"role": "system", "content": "something else"}]) == "react"
     assert detect_protocol([]) == "react"
