@@ -229,3 +229,26 @@ def test_arpo_fork_shares_the_database_and_copies_the_episode(world, rl_dir):
     calls = [live.env.tools.call("SearchCity", {"state": "Ohio"}).fault for _ in range(8)]
     assert "failure" in calls and None in calls
     assert [child.live.env.tools.call("SearchCity", {"state": "Ohio"}).fault for _ in range(8)] == calls
+
+
+def test_arpo_vllm_entropy_policy_drives_trls_engine_object(monkeypatch):
+    """With TRL's colocated engine, ARPO's policy gets the generation object (sleep mode, TP group)."""
+    import sys
+    import types
+
+    from star_lib.train.arpo import EntropyVLLMPolicy, entropy_policy
+    from star_lib.train.rl import RLRunConfig
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=lambda **kw: kw))
+    tokenizer = types.SimpleNamespace(eos_token="<|im_end|>", get_vocab=lambda: {"<|im_end|>": 2})
+    generation = types.SimpleNamespace(
+        llm=object(), sync_weights=lambda: None, enable_sleep_mode=True, tensor_parallel_size=2, tp_group="g"
+    )
+    trainer = types.SimpleNamespace(use_vllm=True, vllm_generation=generation, processing_class=tokenizer)
+    cfg = RLRunConfig(
+        data="q", output_dir="o", model_path="m", algorithm="arpo", use_vllm=True, prompts_per_step=2,
+        world_size=2, vllm_tensor_parallel_size=2, arpo={"top_logprobs": 20},
+    )
+    policy = entropy_policy(trainer, cfg)
+    assert isinstance(policy, EntropyVLLMPolicy) and policy.owner is generation
+    assert policy.top_logprobs == 20 and policy.tp_size == 2 and policy.enable_sleep_mode

@@ -183,7 +183,7 @@ def test_sft_config_of_the_tiny_preset_is_fp32(tmp_path):
 
 
 def test_models_paper_presets_keep_fp32_master_weights_under_bf16(tmp_path: Path, tiny_tokenizer):
-    """A Qwen preset loads its weights in fp32 (the optimizer's copy) while training asks for bf16 autocast."""
+    """A Qwen preset loads fp32 weights (the optimizer's copy) while training asks for bf16 autocast."""
     import torch
 
     from star_lib.train.rl import RLRunConfig, build_grpo_config

@@ -134,8 +134,8 @@ def test_rl_config_compact_protocol_builds_compact_episodes():
 
 
 def test_rl_fast_generation_rolls_out_with_fast_policy(rl_dir, tmp_path, world):
-    from star_lib.agent.policies import TransformersPolicy
     from star_lib.agent.fastgen import FastPolicy
+    from star_lib.agent.policies import TransformersPolicy
     from star_lib.train.rl import default_policy
 
     fast = config(rl_dir, tmp_path, fast_generation=True)
@@ -331,7 +331,8 @@ def test_rl_importance_sampling_counts_masked_and_clipped_tokens():
     token_ratio = torch.tensor([[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
     tok = importance_sampling_counts(token_ratio, mask, "token_mask", 3.0)
     assert tok["sampling/is_masked_tokens"] == 4.0 and tok["sampling/is_masked_episodes"] == 1.0
-    clipped = importance_sampling_counts(torch.tensor([[3.0, 1.0, 3.0, 9.0]] * 3), mask, "token_truncate", 3.0)
+    ratio = torch.tensor([[3.0, 1.0, 3.0, 9.0]] * 3)  # TRL clipped these at the cap
+    clipped = importance_sampling_counts(ratio, mask, "token_truncate", 3.0)
     assert clipped["sampling/is_clipped_tokens"] == 3.0 and clipped["sampling/is_clipped_episodes"] == 2.0
 
 
@@ -397,8 +398,9 @@ def test_rl_turn_cut_at_max_new_tokens_leaves_its_end_of_turn_token_out_of_the_l
             trace = TokenTrace()
             trace.start(renderer, messages)
             ids = sampled if reason == "length" else [*sampled, renderer.eot_id]
-            generation = Generation(text=text, token_ids=ids, logprobs=[-0.5] * len(ids), finish_reason=reason)
-            trace.add_assistant(renderer, [*messages, {"role": "assistant", "content": text}], generation, mode)
+            generation = Generation(text, token_ids=ids, logprobs=[-0.5] * len(ids), finish_reason=reason)
+            turn = [*messages, {"role": "assistant", "content": text}]
+            trace.add_assistant(renderer, turn, generation, mode)
             assert trace.completion_ids[-1] == renderer.eot_id  # the template still closes the turn
             assert trace.env_mask[-1] == last_mask, (mode, reason)
             assert set(trace.env_mask[:-1]) == {1}
