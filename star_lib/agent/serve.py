@@ -217,18 +217,23 @@ class ChatServer:
         max_body_bytes: int = MAX_BODY_BYTES,
         generation_timeout_s: float | None = None,
     ) -> None:
-        limits = {
+        counts = {
             "max_new_tokens_limit": max_new_tokens_limit,
             "max_queue": max_queue,
             "max_connections": max_connections,
-            "socket_timeout_s": socket_timeout_s,
             "max_body_bytes": max_body_bytes,
-            "max_context_tokens": max_context_tokens if max_context_tokens is not None else 1,
-            "generation_timeout_s": generation_timeout_s if generation_timeout_s is not None else 1,
+            "max_context_tokens": 1 if max_context_tokens is None else max_context_tokens,
         }
-        for name, value in limits.items():
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise ServerConfigError(f"{name} must be a positive number, got {value!r}")
+        seconds = {
+            "socket_timeout_s": socket_timeout_s,
+            "generation_timeout_s": 1 if generation_timeout_s is None else generation_timeout_s,
+        }
+        for name, value in counts.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ServerConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        for name, value in seconds.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+                raise ServerConfigError(f"{name} must be a positive number of seconds, got {value!r}")
         self.policy = policy
         self.model_name = model_name
         self.api_key = api_key
@@ -254,6 +259,7 @@ class ChatServer:
         self._worker = threading.Thread(target=self._work, name="star-serve-model", daemon=True)
         self._worker.start()
         self._thread: threading.Thread | None = None
+        self._serving = False
 
     @classmethod
     def from_pretrained(cls, path: str, **kwargs: Any) -> ChatServer:
@@ -278,12 +284,14 @@ class ChatServer:
 
     def start(self) -> ChatServer:
         """Serve in a daemon thread; returns self."""
+        self._serving = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="star-serve", daemon=True)
         self._thread.start()
         return self
 
     def serve_forever(self) -> None:
         """Serve in the calling thread until interrupted."""
+        self._serving = True
         try:
             self._httpd.serve_forever()
         finally:
@@ -291,8 +299,10 @@ class ChatServer:
             self._httpd.server_close()
 
     def stop(self) -> None:
-        """Stop serving, cancel queued and running work, and close the socket."""
-        self._httpd.shutdown()
+        """Stop serving, cancel queued and running work, and close the socket (safe if never started)."""
+        if self._serving:
+            self._serving = False
+            self._httpd.shutdown()  # waits for the serve loop, which only exists once started
         self._shutdown_workers()
         self._httpd.server_close()
         if self._thread is not None:

@@ -386,3 +386,24 @@ def test_serve_cli_refuses_a_missing_model_before_loading(capsys, tmp_path):
     code, err = _serve_cli(capsys, "--model", str(tmp_path / "nope"), "--port", "18124")
     assert code == 2 and f"--model {tmp_path / 'nope'}" in err and "does not exist" in err
     assert len(err.splitlines()) == 1
+
+
+def test_serve_constructor_refuses_bad_limits_and_addresses(tiny_model, qwen_tokenizer):
+    from star_lib.agent.serve import ServerConfigError
+
+    policy = TransformersPolicy(tiny_model, qwen_tokenizer, GREEDY)
+    for kwargs, says in [
+        ({"max_queue": 0}, "max_queue"),
+        ({"max_connections": 2.5}, "max_connections"),
+        ({"socket_timeout_s": float("inf")}, "socket_timeout_s"),
+        ({"port": 70000}, "port"),
+        ({"host": "bad host!"}, "host"),
+    ]:
+        with pytest.raises(ServerConfigError, match=says):
+            ChatServer(policy, **kwargs)
+    first = ChatServer(policy)
+    try:
+        with pytest.raises(ServerConfigError, match=f"port {first.port} is already in use"):
+            ChatServer(policy, port=first.port)
+    finally:
+        first.stop()  # never started: returns at once
