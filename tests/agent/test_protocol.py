@@ -91,3 +91,19 @@ def test_a_broken_protocol_file_names_the_file(tmp_path) -> None:
         read_protocol(tmp_path)
     with pytest.raises(ValueError, match="protocol must be one of"):
         write_protocol(tmp_path, "json")
+
+
+def test_the_explorer_parses_a_transcript_with_its_episodes_protocol() -> None:
+    from star_lib.viz.explorer import parse_transcript
+
+    messages = [
+        {"role": "system", "content": "plan"},
+        {"role": "user", "content": "A>B|d1|1|900"},
+        {"role": "assistant", "content": COMPACT_CALL},
+        {"role": "tool", "content": "none"},
+    ]
+    (detected,) = parse_transcript(messages)  # no protocol column: the system message says compact
+    (named,) = parse_transcript(messages, "compact")
+    assert detected == named and named.kind == "tool_call" and named.action.startswith("SearchCity ")
+    (as_react,) = parse_transcript(messages, "react")  # one protocol's parser, no fallback to another
+    assert as_react.kind == "format_error"
