@@ -183,8 +183,9 @@ class Evaluator:
         """Score a raw plan payload (a submission record, a day list, JSON text …) as the mode reads it.
 
         ``official``: the plan is what the official ``eval.py`` hands its checks (:func:`decode_plan`); an
-        empty one is undelivered; regular plans take the fast checks, any other the faithful reading of
-        :mod:`star_lib.travel.official`; where the official code raises, the verdict is not scorable.
+        empty one is undelivered, a string that is neither JSON nor a literal is not scorable; regular plans
+        take the fast checks, any other the faithful reading of :mod:`star_lib.travel.official`; where the
+        official code raises, the verdict is not scorable.
         ``strict``: :func:`parse_plan_keys`; a payload it refuses is undelivered with the parse error, and a
         day lacking keys fails ``is_not_absent`` (hard checks skipped). Never raises on a bad payload.
         """
@@ -197,6 +198,10 @@ class Evaluator:
                 return self._official_payload(query, decode_plan(payload))
             plan, missing = parse_plan_keys(payload)
         except PlanParseError as exc:
+            if self.mode == "official":  # eval.py eval()s a string record; the checks index a string plan
+                check = "eval.py" if isinstance(payload, str) else "is_reasonable_visiting_city"
+                error = OfficialError(check, f"TypeError: the plan is a string ({exc})")
+                return PlanVerdict(unscorable_report(query, self.mode, error), str(error), scorable=False)
             reason = f"Plan could not be parsed: {exc}"
             return PlanVerdict(undelivered_report(query, self.mode, reason), str(exc))
         except KeyError:

@@ -1,13 +1,18 @@
 """Fuzz: >10,000 random or garbled plan payloads through parse → evaluate (both modes) → rewards.
 
 Every payload must end as either a format error (``PlanParseError``; rewards 0) or a delivered verdict with
-rewards in [0, 1] — never an exception, never the evaluator's internal-error fallback.
+rewards in [0, 1] — never an exception, never the evaluator's internal-error fallback. Each payload also
+goes through ``Evaluator.evaluate_payload`` (what ``star eval`` calls) in both modes: it never raises, and
+only ``official`` mode may call a plan not scorable (naming the official check that raises).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import random
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,9 +22,12 @@ from star_lib.rewards import curriculum_reward, macro_reward, reward_components,
 from star_lib.travel.evaluate import Evaluator
 from star_lib.travel.plan import PlanParseError, mutate_plan, parse_plan, plan_to_json
 from star_lib.travel.world import World
-from star_lib.types import PLAN_KEYS, QueryRecord
+from star_lib.types import COMMONSENSE_KEYS, PLAN_KEYS, QueryRecord
 
-QUOTAS = {"text": 1500, "garbled": 3000, "structured": 4000, "mutated": 1500}
+sys.path.insert(0, str(Path(__file__).parent))
+from malformed import as_payload, malform  # noqa: E402
+
+QUOTAS = {"text": 1500, "garbled": 3000, "structured": 4000, "mutated": 1500, "malformed": 2000}
 """Payloads per test (>= 10,000 in all)."""
 BATCH = 10
 """Payloads derived from each hypothesis-drawn seed (hypothesis' per-example overhead dwarfs ours)."""
@@ -47,8 +55,23 @@ def _fuzz_settings(n: int):
     )
 
 
+def check_payload(payload, query, evaluators) -> None:
+    """Run ``evaluate_payload`` in both modes: no raise, well-formed reports, not-scorable only officially."""
+    for evaluator in evaluators:
+        verdict = evaluator.evaluate_payload(query, payload)
+        report = verdict.report
+        assert list(report.commonsense) == list(COMMONSENSE_KEYS)
+        reasons = [r.reason or "" for r in report.commonsense.values()]
+        assert not any(r.startswith("internal evaluator error") for r in reasons), reasons
+        if not verdict.scorable:
+            assert evaluator.mode == "official" and "raises in" in verdict.error
+            assert report.delivered and not report.final_pass
+        assert 0.0 <= sum_reward(report, malformed=False) <= 1.0
+
+
 def run_payload(payload, query, evaluators) -> str:
     """Parse → evaluate → rewards; returns 'format' or 'verdict' and asserts the invariants."""
+    check_payload(payload, query, evaluators)
     try:
         plan = parse_plan(payload, days=query.days)
     except PlanParseError as exc:
@@ -197,3 +220,25 @@ def test_fuzz_mutated_real_plans(setup) -> None:
     inner()
     assert len(outcomes) >= QUOTAS["mutated"]
     assert outcomes.count("verdict") > len(outcomes) // 2
+
+
+def test_fuzz_malformed_gold_plans(setup, tp_dir) -> None:
+    """Raw malformed day lists (tests/travel/malformed.py) over the 45 gold plans, as submission records."""
+    _, items, evaluators = setup
+    gold = []
+    for (query, _), line in zip(items, (tp_dir / "train.jsonl").read_text().splitlines(), strict=True):
+        days = [d for d in ast.literal_eval(json.loads(line)["annotated_plan"])[1] if d]
+        gold.append((query, days))
+    outcomes: list[str] = []
+
+    @_fuzz_settings(QUOTAS["malformed"] // BATCH)
+    @given(st.integers(0, 2**32 - 1))
+    def inner(seed):
+        rng = random.Random(seed)
+        for _ in range(BATCH):
+            query, days = rng.choice(gold)
+            outcomes.append(run_payload(as_payload(malform(days, rng), rng), query, evaluators))
+
+    inner()
+    assert len(outcomes) >= QUOTAS["malformed"]
+    assert {"format", "verdict"} <= set(outcomes)
