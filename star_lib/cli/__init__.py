@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pipeline",  # star pipeline (the tiny-scale learning signal, end to end)
     "qa",  # star qa-eval
     "experiments",  # star run | submit | status
+    "plan",  # star plan (per-GPU memory of a config on a cluster profile)
     "report",  # star report
     "demo",  # star demo
 )

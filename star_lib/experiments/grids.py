@@ -212,6 +212,17 @@ TINY_BASE: dict[str, Any] = {
 learning-signal recipe is ``star pipeline``); the model axis collapses to ``tiny``."""
 
 
+PAPER_RL: dict[str, Any] = {
+    "use_vllm": True,  # rollouts through a colocated vLLM engine, not HF generate re-prefilling 32k tokens
+    "vllm_mode": "colocate",  # server mode is refused (the turn-by-turn rollouts need the engine in-process)
+    "vllm_sleep_mode": True,  # the engine releases its memory during the update; VLLMPolicy wakes it
+    "vllm_gpu_memory_utilization": 0.3,  # weights (bf16) + KV cache of one 32k context fit (star plan)
+    "prompts_per_step": 16,  # × G 8 = 128 episodes per step (global): 16 per GPU on 8, 8 on 16
+}
+"""RL settings of every paper-scale grid (``star plan`` checks them against a cluster profile). Not from the
+paper: it does not give its rollout batch; 128 episodes split into whole groups on 8 and 16 GPUs."""
+
+
 def base_config(scale: str) -> ExperimentConfig:
     """Return the base experiment of every finding grid at ``scale`` (``tiny`` or ``paper``)."""
     if scale == "tiny":
@@ -222,6 +233,7 @@ def base_config(scale: str) -> ExperimentConfig:
                 "model": "qwen2.5-3b",
                 "rl_data_size": 1000,  # spec §7: ~1K RL prompts
                 "world": {"source": "synthetic", "scale": "full"},
+                "rl": dict(PAPER_RL),
             }
         )
     raise ConfigError(f"scale: {scale!r} is not allowed; choose one of {list(SCALES)}")

@@ -179,6 +179,10 @@ CASES: list[tuple[list[str], str]] = [
     (["status", "{d}/adir"], "adir"),
     (["status", "{d}/nope", "--runs", "{d}/runs"], "nope"),
     (["status", "{d}/afile"], "afile"),
+    # ── star plan ──
+    (["plan", "{d}/partial_rl.yaml", "--cluster", "{d}/nope.yaml"], "nope.yaml"),
+    (["plan", "{d}/partial_rl.yaml", "--cluster", "{d}/profile_ok.yaml"], "profile_ok.yaml"),  # no GPUs
+    (["plan", "{d}/partial_rl.yaml", "--cluster", "{d}/profile_ok.yaml", "--strategy", "zero9"], "--strategy"),
     # ── star report / lab / demo ──
     (["report", "--scale", "huge"], "--scale"),
     (["report", "--launch", "everywhere"], "--launch"),
