@@ -437,22 +437,22 @@ def _register_serve(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback)")
     p.add_argument("--port", type=_tcp_port, default=8000, help="TCP port 1..65535 (default 8000)")
     p.add_argument("--api-key-env", default=None, help="NAME of an env var: require its value as Bearer key")
-    p.add_argument("--device", default=None, help="cpu | cuda")
+    p.add_argument("--device", type=device, default=None, help="cpu | cuda (default: cuda when available)")
     p.add_argument(
-        "--max-queue", type=_positive(int), default=32, help="requests waiting for the model (default 32)"
+        "--max-queue", type=positive_int, default=32, help="requests waiting for the model (default 32)"
     )
     p.add_argument(
-        "--max-connections", type=_positive(int), default=128, help="connections served at once (default 128)"
+        "--max-connections", type=positive_int, default=128, help="connections served at once (default 128)"
     )
     p.add_argument(
         "--socket-timeout",
-        type=_positive(float),
+        type=_seconds,
         default=30.0,
         help="seconds before an idle or stalled connection is closed (default 30)",
     )
     p.add_argument(
         "--max-context",
-        type=_positive(int),
+        type=positive_int,
         default=None,
         help="prompt + completion tokens allowed (default: the model's max_position_embeddings)",
     )
@@ -469,18 +469,11 @@ def _tcp_port(text: str) -> int:
     return port
 
 
-def _positive(kind: type) -> Any:
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__}") from None
-        if not value > 0 or value != value or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"{text} must be a positive finite number")
-        return value
-
-    parse.__name__ = f"positive {kind.__name__}"  # argparse names the type in its messages
-    return parse
+def _seconds(text: str) -> float:
+    value = non_negative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds > 0")
+    return value
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -491,6 +484,7 @@ def run_serve(args: argparse.Namespace) -> int:
     """
     from star_lib.agent.policies import TransformersPolicy
     from star_lib.agent.serve import ChatServer, check_listen_address
+    from star_lib.cli import check_device
     from star_lib.train.models import load_model_and_tokenizer, resolve_model_source
 
     key = None
@@ -505,7 +499,7 @@ def run_serve(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"--model {args.model}: {exc}") from None
     except ValueError as exc:
         raise ValueError(f"--model {args.model}: {exc}") from None
-    model, tokenizer = load_model_and_tokenizer(args.model, device=args.device or _default_device())
+    model, tokenizer = load_model_and_tokenizer(args.model, device=check_device(args.device))
     server = ChatServer(
         TransformersPolicy(model.eval(), tokenizer, batch_size=1),
         model_name=args.model,

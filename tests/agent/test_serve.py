@@ -367,6 +367,22 @@ def test_serve_cli_refuses_a_port_outside_1_65535(capsys, port):
     assert code == 2 and "--port" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--device", "tpu"],
+        ["--max-queue", "0"],
+        ["--max-connections", "-3"],
+        ["--socket-timeout", "0"],
+        ["--socket-timeout", "inf"],
+        ["--max-context", "x"],
+    ],
+)
+def test_serve_cli_refuses_bad_limits(capsys, options):
+    code, err = _serve_cli(capsys, "--model", "tiny", *options)
+    assert code == 2 and options[0] in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("host", ["bad host!", "999.1.1.1", "192.0.2.1"])
 def test_serve_cli_refuses_a_host_it_cannot_bind(capsys, host, tmp_path):
     code, err = _serve_cli(capsys, "--model", str(tmp_path), "--host", host, "--port", "18123")
@@ -407,3 +423,52 @@ def test_serve_constructor_refuses_bad_limits_and_addresses(tiny_model, qwen_tok
             ChatServer(policy, port=first.port)
     finally:
         first.stop()  # never started: returns at once
+
+
+@pytest.mark.slow  # ~25 s: a fresh interpreter imports torch and loads the checkpoint
+def test_serve_cli_serves_a_saved_checkpoint_until_interrupted(tiny_model, qwen_tokenizer, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    tiny_model.save_pretrained(tmp_path / "model")
+    qwen_tokenizer.save_pretrained(tmp_path / "model")
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from star_lib.cli import main; sys.exit(main())",
+        "serve",
+        "--model",
+        str(tmp_path / "model"),
+        "--port",
+        str(port),
+        "--device",
+        "cpu",
+        "--max-queue",
+        "2",
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+
+        def up():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as response:
+                    return response.status == 200
+            except OSError:
+                return process.poll() is not None
+
+        assert _wait_for(up, seconds=120) and process.poll() is None, process.communicate()
+        status, body = _post(
+            f"http://127.0.0.1:{port}/v1/chat/completions", {"messages": HI, "max_tokens": 2}
+        )
+        assert status == 200 and body["usage"]["completion_tokens"] <= 2
+        status, body = _post(f"http://127.0.0.1:{port}/v1/chat/completions", {"messages": HI, "seed": "abc"})
+        assert status == 400 and body["error"]["param"] == "seed"
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert f"at http://127.0.0.1:{port}/v1" in out
