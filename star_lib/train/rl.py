@@ -1062,6 +1062,9 @@ def make_grpo_trainer(
     metrics = metrics if metrics is not None else MetricsLog(out / "metrics.parquet")
     state = state if state is not None else RolloutState()
     rollout_log = RolloutLog(out / "rollouts.parquet")
+    # the trainer's args first: under an accelerate DeepSpeed ZeRO-3 config they switch on zero.Init, so the
+    # fp32 weights are partitioned while loading instead of materialised whole on every rank
+    args = build_grpo_config(cfg)
     model, tokenizer = load_model_and_tokenizer(cfg.preset, path=cfg.model_path)
     hooks: list[Any] = [ParquetMetricsCallback(metrics, stage="rl"), RolloutStateCallback(state), *callbacks]
     if cfg.time_budget_s is not None:
@@ -1085,7 +1088,7 @@ def make_grpo_trainer(
     trainer = trainer_class(
         model=model,
         reward_funcs=make_reward_funcs(cfg),
-        args=build_grpo_config(cfg),
+        args=args,
         train_dataset=prompt_dataset(read_queries(cfg.data)),
         processing_class=tokenizer,
         callbacks=hooks,
