@@ -409,12 +409,22 @@ def lock_output(path: str | os.PathLike[str]) -> Iterator[Path]:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     _HELD_LOCKS[key] = fd
+    _remove_stale_temps(target)
     try:
         yield target
     finally:
         del _HELD_LOCKS[key]
         lock.unlink(missing_ok=True)
         os.close(fd)
+
+
+def _remove_stale_temps(target: Path) -> None:
+    """Remove the temporary files and folders a killed writer of ``target`` left beside it (lock held)."""
+    for stale in target.parent.glob(f".{glob.escape(target.name)}.*{TMP_SUFFIX}"):
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            stale.unlink(missing_ok=True)
 
 
 def _fsync_tree(folder: Path) -> None:
@@ -493,12 +503,14 @@ def atomic_dir(path: str | os.PathLike[str], replaces: Iterable[str] = ()) -> It
     """
     dest = Path(path)
     patterns = tuple(replaces)
+    if str(dest.resolve()) in _OPEN_TEMPS:  # already the private temporary folder of an outer atomic_dir
+        yield dest
+        return
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with lock_output(dest):
-        for stale in dest.parent.glob(f".{glob.escape(dest.name)}.*{TMP_SUFFIX}"):
-            if stale.is_dir() and not stale.is_symlink():
-                shutil.rmtree(stale, ignore_errors=True)
+    with lock_output(dest):  # (which also removes what a killed writer left beside dest)
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=TMP_SUFFIX, dir=dest.parent))
+        key = str(tmp.resolve())
+        _OPEN_TEMPS.add(key)
         try:
             yield tmp
             if dest.is_dir():
@@ -518,6 +530,12 @@ def atomic_dir(path: str | os.PathLike[str], replaces: Iterable[str] = ()) -> It
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        finally:
+            _OPEN_TEMPS.discard(key)
+
+
+_OPEN_TEMPS: set[str] = set()
+"""Temporary folders :func:`atomic_dir` is filling in this process (a nested call writes into one)."""
 
 
 # ───────────────────────────── strict JSON ─────────────────────────────
