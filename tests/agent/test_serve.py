@@ -278,7 +278,7 @@ def test_serve_client_disconnect_cancels_running_and_queued_work(slow_model, qwe
         assert _wait_for(lambda: srv.stats["cancelled"] == 2, seconds=5), srv.stats
         stopped_at = len(calls)
         time.sleep(0.3)
-        assert len(calls) == stopped_at < 200  # no forward pass after the cancel; the queued one never ran
+        assert len(calls) == stopped_at < 200  # no forward pass after both cancels (of ~8000 asked for)
         status, _, answer = _raw(srv, json.dumps({"messages": HI, "max_tokens": 3}).encode(), timeout=10)
         assert status == 200 and answer["usage"]["completion_tokens"] == 3
 
