@@ -50,6 +50,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=TMP_SUFFIX, dir=dest.parent)
+    os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600: give the file the mode open() would have
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -61,6 +62,19 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """Return the process umask (read without changing it, via /proc where available)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -509,6 +523,7 @@ def atomic_dir(path: str | os.PathLike[str], replaces: Iterable[str] = ()) -> It
     dest.parent.mkdir(parents=True, exist_ok=True)
     with lock_output(dest):  # (which also removes what a killed writer left beside dest)
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=TMP_SUFFIX, dir=dest.parent))
+        tmp.chmod(0o777 & ~_umask())  # mkdtemp makes 0700: give the folder the mode mkdir() would have
         key = str(tmp.resolve())
         _OPEN_TEMPS.add(key)
         try:
