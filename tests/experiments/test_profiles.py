@@ -90,3 +90,50 @@ def test_profiles_launch_env_switches_training_to_the_launcher():
     assert launcher_settings(env) == ("torchrun", 8, 2) and wants_launcher(env)
     assert not wants_launcher(ClusterProfile().launch_env())
     assert not wants_launcher({})
+
+
+FULL = "cluster: local\nnodes: 1\ngpus_per_node: 0\ncpus_per_task: 1\nmem_gb: 1\ntimeout_min: 5\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("", "is empty"),
+        ("- cluster: local\n", "holds a list"),
+        ("cluster: local\n", r"lacks required key\(s\) \['nodes', 'gpus_per_node'"),
+        (FULL.replace("nodes: 1", "nodes: two"), "nodes: 'two'"),
+        (FULL + "setup: module load cuda\n", "setup: 'module load cuda'"),
+        (FULL + "setup: [1, 2]\n", "setup"),
+        (FULL + "partition: 5\n", "partition: 5"),
+        (FULL.replace("mem_gb: 1", "mem_gb: true"), "mem_gb: True"),
+        (FULL.replace("mem_gb: 1", "mem_gb: .inf"), "mem_gb: inf"),
+        (FULL + "additional: [a]\n", "additional"),
+        (FULL + "max_num_timeout: -1\n", "max_num_timeout: -1"),
+        (FULL + "name: [x]\n", "name: \\['x'\\]"),
+    ],
+)
+def test_profiles_must_set_required_keys_with_the_right_types(tmp_path, text, match):
+    """Issue 12 item 4: an empty or partial profile is refused instead of launching jobs on defaults."""
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=match) as info:
+        load_profile(path)
+    assert str(path) in str(info.value)
+
+
+def test_profiles_the_shipped_ones_are_complete():
+    for path in sorted(SLURM_DIR.glob("*.yaml")):
+        assert load_profile(path).name == path.stem
+
+
+def test_submit_with_an_empty_profile_submits_nothing(tmp_path, capsys):
+    from star_lib.cli import main
+
+    (tmp_path / "empty.yaml").write_text("")
+    runs = tmp_path / "runs"
+    assert (
+        main(["submit", "reward-tiny", "--cluster", str(tmp_path / "empty.yaml"), "--runs", str(runs)]) == 2
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "empty.yaml" in err and "is empty" in err
+    assert not runs.exists()  # no grid folder, no run folder, no job

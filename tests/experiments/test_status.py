@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-from star_lib.io import write_json_atomic
+import pytest
+
 from star_lib.experiments.status import _in_range, grid_status, render_status, status_frame
+from star_lib.io import write_json_atomic
 
 
 def make_run(grid: Path, name: str, record: dict | None, job: dict | None = None) -> Path:
@@ -81,3 +84,42 @@ def test_status_lists_runs_of_the_manifest_in_order(tmp_path):
     (grid / "grid.yaml").write_text(json.dumps({"name": "g", "runs": [{"name": "z"}, {"name": "a"}]}))
     assert [s.run for s in grid_status(grid, sacct=lambda ids: {})] == ["z", "a"]
     assert {s.state for s in grid_status(grid, sacct=lambda ids: {})} == {"pending"}
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_status_killed_local_job_is_failed_not_running_forever(tmp_path):
+    """Issue 12 item 4: a submitted local job killed mid-run (run.json says running, job.json exists)."""
+    import socket
+
+    grid = tmp_path / "g"
+    pid = _dead_pid()
+    job = {"id": str(pid), "folder": str(tmp_path), "cluster": "local"}
+    make_run(grid, "a", {"status": "running", "pid": pid, "host": socket.gethostname()}, job)
+    make_run(grid, "b", {"status": "pending"}, {**job, "id": str(_dead_pid())})
+    alive = {"id": str(os.getpid()), "folder": str(tmp_path), "cluster": "local"}
+    make_run(grid, "c", {"status": "running", "pid": os.getpid(), "host": socket.gethostname()}, alive)
+    make_run(grid, "d", {"status": "pending"}, alive)
+    rows = {s.run: s for s in grid_status(grid, sacct=lambda ids: {})}
+    assert rows["a"].state == "failed" and f"process {pid} ended" in rows["a"].error
+    assert rows["b"].state == "failed" and "ended before the run started" in rows["b"].error
+    assert (rows["c"].state, rows["d"].state) == ("running", "pending")
+
+
+def test_status_of_a_folder_that_is_no_grid_is_an_error(tmp_path, capsys):
+    from star_lib.cli import main
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes").mkdir()
+    with pytest.raises(ValueError, match="no grid folder"):
+        grid_status(tmp_path / "empty", sacct=lambda ids: {})
+    assert main(["status", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is no grid folder" in err and str(tmp_path / "empty") in err
