@@ -154,21 +154,25 @@ def read_jsonl(path: str | os.PathLike[str], what: str = "JSONL") -> list[Any]:
 
     """
     file = Path(path)
+    if file.is_dir():
+        raise ValueError(f"{file} is a folder; give a {what} file")
     if not file.is_file():
         raise FileNotFoundError(f"{what} file not found: {file}")
     records = []
-    with file.open(encoding="utf-8") as handle:
-        number = 0
-        try:
-            for number, line in enumerate(handle, start=1):  # noqa: B007 (used in the error below)
-                if not line.strip():
-                    continue
-                try:
-                    records.append(json.loads(line))
-                except (ValueError, RecursionError) as exc:
-                    raise ValueError(f"{file}:{number}: not a JSON line ({exc})") from None
-        except UnicodeDecodeError:
-            raise ValueError(f"{file}:{number + 1}: not UTF-8 text") from None
+    with file.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"{file}:{number}: not UTF-8 text") from None
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except RecursionError:
+                raise ValueError(f"{file}:{number}: not a JSON line (nested too deeply)") from None
+            except ValueError as exc:
+                raise ValueError(f"{file}:{number}: not a JSON line ({exc})") from None
     return records
 
 
