@@ -71,3 +71,18 @@ def test_cli_qa_eval_errors_are_exit_code_2_with_a_message(qa_dir, tmp_path, cap
 def test_cli_qa_eval_is_registered():
     args = build_parser().parse_args(["qa-eval", "--model", "m", "--data-dir", "d", "--corpus", "c"])
     assert args.datasets == "all" and args.top_k == 3 and args.retriever == "bm25"
+
+
+def test_cache_dir_wins_over_a_writable_corpus_folder(tmp_path, monkeypatch):
+    """Issue 12 item 8: with $STAR_CACHE_DIR set, the BM25 index never goes into the corpus folder."""
+    from star_lib.qa.retriever import default_index_dir
+
+    corpus = tmp_path / "corpus" / "c.jsonl"
+    corpus.parent.mkdir()
+    corpus.write_text('{"id": "0", "contents": "a"}\n')
+    monkeypatch.delenv("STAR_CACHE_DIR", raising=False)
+    assert default_index_dir(corpus) == corpus.parent / "c.jsonl.bm25s"
+    monkeypatch.setenv("STAR_CACHE_DIR", str(tmp_path / "cache"))
+    index = default_index_dir(corpus)
+    assert index.parent == tmp_path / "cache" / "qa_index" and index.name.endswith(".bm25s")
+    assert default_index_dir(corpus, cache_dir=tmp_path / "other").parent == tmp_path / "other" / "qa_index"
