@@ -96,11 +96,11 @@ def run_qa_eval(args: argparse.Namespace) -> int:
     if out.suffix != ".parquet":
         raise ValueError(f"--out must name a .parquet file, got {out}")
     for option, path, kind in (
-        ("--corpus", args.corpus, "file"),
-        ("--data-dir", args.data_dir, "file or folder"),
+        ("--corpus", args.corpus, "corpus file"),
+        ("--data-dir", args.data_dir, "QA data"),
     ):
         if not path.exists():
-            raise FileNotFoundError(f"{option} {path}: no such {kind}")
+            raise FileNotFoundError(f"{option} {path}: {kind} not found")
     check_output_file(out)  # before any work: a bad --out must not cost the whole evaluation
     check_output_file(summary_path(out), "--out (its summary file)")
     with lock_output(out):
