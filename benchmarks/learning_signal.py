@@ -1,17 +1,15 @@
-"""The learning signal at tiny scale: world → synth → expert SFT data → SFT → GRPO (SUM) → evaluation.
+"""The learning signal at tiny scale, through the experiment runner: ``configs/learning-signal.yaml``.
 
-Runs :func:`star_lib.train.pipeline.run_pipeline` (also ``star pipeline --preset tiny``) on the CPU and
-prints, for the untrained, SFT and GRPO models on held-out easy queries from unseen worlds (greedy
-decoding, compact plans expanded to the official format, strict evaluator): final pass, commonsense micro,
-mean SUM reward with its standard error, the share of valid tool calls and of parseable plans; the paired
-RL − SFT difference; the curve of mean SUM reward over RL steps; and the tokens/s of the fast sampler
-against HF ``generate``.
+world (per-query tiny worlds) → synth → compact expert SFT data → copy warm-up + TRL SFT → TRL GRPO (SUM,
+FastPolicy rollouts) → greedy evaluation of the untrained, SFT and GRPO models on the same held-out tasks
+from unseen worlds (compact plans expanded to the official format, strict evaluator). The same run as
+``star run learning-signal`` and ``star pipeline --preset tiny``.
 
-Targets (issue 10): SFT commonsense micro >= 60 %; GRPO raises mean SUM over SFT by >= 0.05 (more than two
-standard errors); <= 20 minutes in all on 2 CPU cores. Stretch: SFT final pass >= 30 %. The stages count
-steps (copy warm-up 1100, SFT 490, GRPO 140), so the numbers do not depend on the machine's speed.
+Targets (issue 11): SFT commonsense micro >= 60 %; GRPO raises mean SUM over SFT by >= 0.05 and by more than
+two paired standard errors; SFT final pass >= 30 %; <= 20 minutes on 2 CPU cores. The stages count steps, so
+the numbers do not depend on the machine's speed, only the minutes do.
 
-Usage: ``python benchmarks/learning_signal.py [--out runs/learning_signal] [--seed 0] [--quick]``.
+Usage: ``python benchmarks/learning_signal.py [--runs runs] [--seed 0] [--quick] [--force]``.
 Last line: ``{"cs_micro_base": …, "cs_micro_sft": …, "sum_sft": …, "sum_rl": …, "sum_rl_se": …,
 "success_sft": …, "success_rl": …, "minutes": …}``.
 """
@@ -19,54 +17,35 @@ Last line: ``{"cs_micro_base": …, "cs_micro_sft": …, "sum_sft": …, "sum_rl
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-QUICK = {
-    "train_worlds": 60,
-    "rl_worlds": 10,
-    "eval_queries": 20,
-    "warmup_steps": 80,
-    "sft_steps": 40,
-    "rl_steps": 10,
-}
-"""A minute-scale smoke run (numbers meaningless; checks that every stage runs)."""
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--out", default="runs/learning_signal", help="run folder")
-    parser.add_argument("--seed", type=int, default=0, help="base seed")
+    parser.add_argument("--runs", default="runs", help="runs folder")
+    parser.add_argument("--seed", type=int, default=None, help="training/evaluation seed")
     parser.add_argument("--quick", action="store_true", help="minute-scale smoke run")
-    parser.add_argument("--progress", action="store_true", help="show the trainers' progress bars")
+    parser.add_argument("--force", action="store_true", help="rerun a finished run")
     args = parser.parse_args()
 
-    from star_lib.train.pipeline import PipelineConfig, print_report, run_pipeline
+    from star_lib.cli import main as star
 
     load = os.getloadavg()
-    print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (2 cores)")
-    values = dict(QUICK) if args.quick else {}
-    cfg = PipelineConfig(out_dir=args.out, seed=args.seed, progress=args.progress, **values)
-    result = run_pipeline(cfg)
-    print_report(result)
-    speed = result.stages.get("generation_speed", {})
-    if speed:
-        fast, hf = speed["fast_tokens_per_s"], speed["hf_tokens_per_s"]
-        print(
-            f"generation in {int(speed['fast_tokens'])}-token greedy SFT episodes: FastPolicy "
-            f"{fast:.0f} tokens/s vs HF generate {hf:.0f} tokens/s "
-            f"(x{speed['speedup']:.1f}; identical episodes: {100 * speed['same_episodes']:.0f} %)"
-        )
+    print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} cores)")
+    argv = ["pipeline", "--preset", "tiny", "--runs", args.runs]
+    argv += ["--seed", str(args.seed)] if args.seed is not None else []
+    argv += ["--quick"] if args.quick else []
+    argv += ["--force"] if args.force else []
+    code = star(argv)  # prints the table, then the JSON line last
     load = os.getloadavg()
-    print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(json.dumps(result.final_json()))
-    return 0
+    print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

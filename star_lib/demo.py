@@ -4,14 +4,15 @@ Four steps, each printed as it runs:
 
 1. **Testbed tour** — a seeded synthetic world, a few tool calls (one through the fault injector), and the
    strict evaluator's verdict on a synthesized task's reference plan.
-2. **The learning signal** (``star pipeline --preset tiny``) — world → synth → expert SFT data → SFT →
-   GRPO (SUM) → strict evaluation of the untrained, SFT and RL models on held-out queries from unseen
-   worlds (about 20 minutes on 2 cores; its table and reward curve are printed, ``summary.json`` kept).
-3. **A small grid** through the experiment runner (``star run-grid``): by default the tool-noise finding's
-   tiny grid, world → synth → eval with the programmatic expert as the policy, sharing the world and data
-   between runs (content-addressed stage cache). Complete runs are skipped on a second ``make demo``.
+2. **The learning signal** (``star run learning-signal``, the experiment runner) — world → synth → compact
+   expert SFT data → copy warm-up + SFT → GRPO (SUM) → greedy strict evaluation of the untrained, SFT and
+   RL models on held-out tasks from unseen worlds; its table and reward curve are printed.
+3. **A finding grid that trains** (``star run-grid``): by default the reward finding's tiny grid restricted
+   to SUM and SUCCESS. Both arms start from the learning-signal recipe, so the content-addressed stage cache
+   shares world, data, teacher and SFT with step 2, and the SUM arm *is* step 2's run (reused whole): only
+   the SUCCESS arm trains (GRPO) and is evaluated. Complete runs are skipped on a second ``make demo``.
 4. **Reports** (``star report --scale tiny``): every finding notebook executed with papermill into
-   ``reports/`` with ``reports/index.html`` linking them.
+   ``reports/`` with ``reports/index.html`` linking them; the reward page shows the two trained arms.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_STAGES: tuple[str, ...] = ("world", "synth", "eval")
-"""Stages of every demo grid run (no model stages: the policy is the expert, so the grid takes seconds;
-``--stages world,synth,teacher,sft,rl,eval`` trains the experiment runner's tiny models instead)."""
+DEFAULT_STAGES: tuple[str, ...] = ("world", "synth", "teacher", "sft", "rl", "eval")
+"""Stages of every demo grid run: the whole recipe (``--stages world,synth,eval`` evaluates the expert
+instead, in seconds)."""
+DEFAULT_AXES: dict[str, tuple[Any, ...]] = {"reward": ("sum", "success")}
+"""The default grid's arms: SUM (the learning signal's own run) and SUCCESS (the paper: never best)."""
 
 
 @dataclass(frozen=True)
@@ -34,12 +37,12 @@ class DemoConfig:
     """Runs folder (one sub-folder per grid)."""
     reports_dir: str = "reports"
     """Where the executed notebooks, HTML pages and figures go."""
-    grid: str = "noise"
+    grid: str = "reward"
     """Finding whose tiny grid is run (reward | scale | data | difficulty | algorithm | noise)."""
-    axis_values: dict[str, tuple[Any, ...]] = field(default_factory=dict)
-    """Restrict the grid's axes to these values (e.g. ``{"reward": ("sum", "success")}``)."""
+    axis_values: dict[str, tuple[Any, ...]] = field(default_factory=lambda: dict(DEFAULT_AXES))
+    """Restrict the grid's axes to these values (only those of the chosen finding apply)."""
     pipeline: bool = True
-    """Run the learning signal (``star pipeline --preset tiny``) into ``<runs_dir>/learning_signal``."""
+    """Run the learning signal (``star run learning-signal``) into ``<runs_dir>/learning-signal/``."""
     stages: tuple[str, ...] = DEFAULT_STAGES
     """Stages of every run."""
     seed: int = 0
@@ -98,15 +101,19 @@ def run_demo(cfg: DemoConfig, echo: Any = print) -> dict[str, Any]:
 
     signal = None
     if cfg.pipeline:
-        from star_lib.train.pipeline import PipelineConfig, print_report, run_pipeline
+        from star_lib.experiments.pipeline import load_config
+        from star_lib.experiments.runner import run_experiment
+        from star_lib.experiments.signal import learning_signal, print_learning_signal
 
-        out = f"{cfg.runs_dir}/learning_signal"
-        echo(f"\n[2/4] the learning signal: world → synth → SFT → GRPO → eval at tiny scale (into {out}/)")
+        config = load_config("learning-signal").replace(seed=cfg.seed)
+        run_dir = f"{cfg.runs_dir}/learning-signal/{config.name}__s{cfg.seed}"
+        echo(f"\n[2/4] the learning signal: world → synth → SFT → GRPO → eval, tiny scale (into {run_dir}/)")
         start = time.perf_counter()
-        result = run_pipeline(PipelineConfig(out_dir=out, seed=cfg.seed), log=echo)
+        run_experiment(config, run_dir, grid="learning-signal")
         timings["pipeline_s"] = time.perf_counter() - start
-        print_report(result)
-        signal = result.final_json()
+        measured = learning_signal(run_dir)
+        print_learning_signal(measured)
+        signal = measured.final_json()
 
     grid = demo_grid(cfg)
     stages = " → ".join(cfg.stages)

@@ -16,13 +16,19 @@ def test_demo_tour_calls_tools_injects_a_fault_and_verifies_a_reference_plan():
     assert tour["report"].final_pass
 
 
-def test_demo_grid_is_a_finding_grid_restricted_to_the_given_values():
+def test_demo_grid_trains_two_reward_arms_of_the_learning_recipe():
+    from star_lib.experiments.pipeline import load_config
+
     grid = demo_grid(DemoConfig())
-    assert grid.name == "noise-tiny" and grid.finding == "noise"
-    assert sorted(r.tool_failure_rate for r in grid.runs) == [0.0, 0.01, 0.05, 0.1]
-    assert all(tuple(r.stages) == ("world", "synth", "eval") for r in grid.runs)
-    grid = demo_grid(DemoConfig(grid="reward", axis_values={"reward": ("sum", "success")}))
+    assert grid.name == "reward-tiny" and grid.finding == "reward"
     assert sorted(r.reward for r in grid.runs) == ["success", "sum"]
+    assert all("sft" in r.stages and "rl" in r.stages for r in grid.runs)
+    # the SUM arm is the learning-signal run itself: the same config, so every stage is reused from the cache
+    signal = load_config("learning-signal")
+    sum_arm = next(r for r in grid.runs if r.reward == "sum")
+    assert sum_arm.fingerprint() == signal.fingerprint()
+    grid = demo_grid(DemoConfig(grid="noise", axis_values={}))
+    assert sorted(r.tool_failure_rate for r in grid.runs) == [0.0, 0.01, 0.05, 0.1]
 
 
 def test_demo_config_rejects_unknown_findings():
@@ -31,7 +37,7 @@ def test_demo_config_rejects_unknown_findings():
 
 
 def test_demo_cli_runs_the_grid_and_a_rerun_reruns_nothing(tmp_path: Path, capsys):
-    args = ["demo", "--runs", str(tmp_path / "runs"), "--grid", "algorithm", "--stages", "world,synth",
+    args = ["demo", "--runs", str(tmp_path / "runs"), "--grid", "algorithm", "--stages", "world",
             "--no-pipeline", "--no-report"]
     assert main(args) == 0
     first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

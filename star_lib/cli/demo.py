@@ -10,7 +10,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser("demo", help="testbed tour + the tiny learning signal + a small grid + reports")
     demo.add_argument("--runs", default="runs", help="runs folder (default: runs)")
     demo.add_argument("--reports", default="reports", help="reports folder (default: reports)")
-    demo.add_argument("--grid", default="noise", help="finding whose tiny grid runs (default: noise)")
+    demo.add_argument("--grid", default="reward", help="finding whose tiny grid runs (default: reward)")
     demo.add_argument("--stages", default=None, help="comma-separated stages (default: the whole pipeline)")
     demo.add_argument("--seed", type=int, default=0, help="seed of world, data and runs")
     demo.add_argument("--no-pipeline", action="store_true", help="skip the learning-signal pipeline")

@@ -79,7 +79,7 @@ def _load_grid(args: argparse.Namespace):
 
 
 def _run(args: argparse.Namespace) -> int:
-    from star_lib.experiments.config import load_config
+    from star_lib.experiments.pipeline import load_config
     from star_lib.experiments.runner import run_experiment
 
     config = load_config(args.config)

@@ -8,7 +8,7 @@
 Modules: :mod:`.config` (ExperimentConfig), :mod:`.stages` (registry), :mod:`.pipeline` (the real stages),
 :mod:`.artifacts` (content-addressed stage outputs), :mod:`.runner` (local / submitit), :mod:`.profiles`
 (cluster profiles), :mod:`.launch` (torchrun/accelerate), :mod:`.grids`, :mod:`.status`, :mod:`.results`,
-:mod:`.io` (atomic writers).
+and :mod:`star_lib.io` (atomic writers).
 """
 
 from star_lib.experiments.config import (
@@ -16,10 +16,10 @@ from star_lib.experiments.config import (
     STAGE_NAMES,
     ConfigError,
     ExperimentConfig,
-    load_config,
     save_config,
 )
 from star_lib.experiments.grids import FINDINGS, Grid, factorial, finding_grid, load_grid
+from star_lib.experiments.pipeline import load_config
 from star_lib.experiments.profiles import ClusterProfile, load_profile
 from star_lib.experiments.results import Results, load_results, paper_reference, with_reference
 from star_lib.experiments.runner import RunJob, RunResult, run_experiment, run_grid_local, submit_grid

@@ -13,6 +13,7 @@ An experiment is one YAML file::
     tool_latency_ms: 0.0
     tool_corruption_rate: 0.0
     seed: 0
+    protocol: react             # react | compact (the episode protocol every stage speaks)
     stages: [world, synth, teacher, sft, rl, eval, qa-eval]
     synth: {n_test: 40}         # nested per-stage config (see star_lib.experiments.stages)
 
@@ -37,6 +38,8 @@ REWARDS: tuple[str, ...] = ("sum", "macro", "success", "curriculum")
 """Reward designs of spec §8."""
 ALGORITHMS: tuple[str, ...] = ("grpo", "dapo", "arpo")
 """RL algorithms compared in the paper."""
+PROTOCOLS: tuple[str, ...] = ("react", "compact")
+"""Episode protocols (:mod:`star_lib.agent.protocol`, :mod:`star_lib.agent.compact`)."""
 STAGE_NAMES: tuple[str, ...] = ("world", "synth", "teacher", "sft", "rl", "eval", "qa-eval")
 """The pipeline, in order (DESIGN.md)."""
 DIFFICULTY_PRESETS: dict[str, tuple[int, int, int]] = {
@@ -130,6 +133,9 @@ class ExperimentConfig:
     """Probability that a tool result is corrupted."""
     seed: int = 0
     """Training/evaluation seed (the world and the data have their own ``data_seed`` in their sections)."""
+    protocol: str = "react"
+    """Episode protocol every stage speaks — teacher data, SFT, RL rollouts, evaluation: ``react`` (JSON tool
+    calls and plan, the paper's) or ``compact`` (short calls and one-line observations, for tiny models)."""
     stages: tuple[str, ...] = STAGE_NAMES
     """Stages to run, a subsequence of :data:`STAGE_NAMES` in pipeline order."""
     world: dict[str, Any] = field(default_factory=dict)
@@ -153,6 +159,7 @@ class ExperimentConfig:
         _check_choice("model", self.model, MODEL_PRESETS)
         _check_choice("reward", self.reward, REWARDS)
         _check_choice("algorithm", self.algorithm, ALGORITHMS)
+        _check_choice("protocol", self.protocol, PROTOCOLS)
         self._check_boundaries()
         if (
             isinstance(self.rl_data_size, bool)
@@ -283,27 +290,48 @@ AXES: tuple[str, ...] = (
     "tool_latency_ms",
     "tool_corruption_rate",
     "seed",
+    "protocol",
 )
 """The study axes (top-level keys a grid may vary)."""
 _STAGE_SECTIONS = frozenset(_stage_key(s) for s in STAGE_NAMES)
 
 
-def load_config(path: str | Path) -> ExperimentConfig:
-    """Load and validate an experiment YAML, nested stage sections included.
+CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
+"""The project's named experiment configs (``configs/<name>.yaml``: ``star run learning-signal``)."""
+
+
+def config_path(spec: str | Path) -> Path:
+    """Return the YAML file ``spec`` names: a path, or the name of a config in :data:`CONFIGS_DIR`.
+
+    Raises:
+        FileNotFoundError: Neither a file nor a named config, listing the named ones.
+
+    """
+    path = Path(spec)
+    if path.is_file():
+        return path
+    named = CONFIGS_DIR / f"{spec}.yaml"
+    if path.suffix not in (".yaml", ".yml") and named.is_file():
+        return named
+    known = sorted(p.stem for p in CONFIGS_DIR.glob("*.yaml")) if CONFIGS_DIR.is_dir() else []
+    raise FileNotFoundError(f"experiment config {spec} not found: give a YAML file or one of {known}")
+
+
+def read_config(spec: str | Path) -> ExperimentConfig:
+    """Load an experiment YAML (a path or a named config) and check its top-level keys and values.
+
+    The stage sections are checked against the stages by
+    :func:`star_lib.experiments.pipeline.load_config`, which every command uses.
 
     Raises:
         ConfigError: naming the file, the offending key and what is allowed.
 
     """
-    from star_lib.experiments.stages import default_registry
-
-    data = read_yaml(path)
+    path = config_path(spec)
     try:
-        config = ExperimentConfig.from_dict(data or {})
-        default_registry().validate(config)
+        return ExperimentConfig.from_dict(read_yaml(path) or {})
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    return config
 
 
 def save_config(config: ExperimentConfig, path: str | Path) -> Path:

@@ -1,8 +1,8 @@
 """Grids: the runs of one study — one grid per finding of the paper, and a factorial builder for any axes.
 
 Each finding exists at two scales: ``paper`` (the paper's models and data sizes, for GPUs/Slurm) and ``tiny``
-(the CPU preset; the model axis collapses to ``tiny`` and data sizes shrink ten-fold, so a laptop runs the
-same code path in minutes).
+(the learning-signal recipe on CPU, ``configs/learning-signal.yaml``; the model axis collapses to ``tiny`` and
+data sizes shrink ten-fold, so a laptop runs the same code path).
 
 A grid can also be a YAML file::
 
@@ -30,8 +30,9 @@ from star_lib.experiments.config import (
     STAGE_NAMES,
     ConfigError,
     ExperimentConfig,
-    load_config,
+    read_config,
 )
+from star_lib.experiments.pipeline import load_config
 from star_lib.io import read_yaml, write_yaml_atomic
 
 SCALES: tuple[str, ...] = ("tiny", "paper")
@@ -190,26 +191,10 @@ def factorial(
 # ───────────────────────────── the paper's findings ─────────────────────────────
 
 
-TINY_BASE: dict[str, Any] = {
-    "model": "tiny",
-    "rl_data_size": 100,
-    "stages": ["world", "synth", "teacher", "sft", "rl", "eval"],
-    "world": {"source": "synthetic", "scale": "small"},
-    "synth": {"n_base": 100},
-    "sft": {"max_steps": 10, "per_device_train_batch_size": 8, "logging_steps": 2, "save_steps": 5},
-    "rl": {
-        "max_steps": 4,
-        "num_generations": 2,
-        "prompts_per_step": 2,
-        "max_turns": 4,
-        "max_new_tokens": 48,
-        "save_steps": 2,
-        "rollouts_per_step": 2,
-    },
-    "eval": {"max_queries": 20, "max_turns": 4, "max_new_tokens": 48},
-}
-"""The ``tiny`` base: every training stage for a few steps on CPU (minutes per grid, not a result — the
-learning-signal recipe is ``star pipeline``); the model axis collapses to ``tiny``."""
+TINY_RECIPE = "learning-signal"
+"""The named config every ``tiny`` finding grid starts from: the recipe that learns on 2 CPU cores
+(``configs/learning-signal.yaml``). Runs that differ only in RL axes share its world, data, teacher and SFT
+stages through the content-addressed stage cache, so a grid trains SFT once."""
 
 
 PAPER_RL: dict[str, Any] = {
@@ -226,7 +211,7 @@ paper: it does not give its rollout batch; 128 episodes split into whole groups 
 def base_config(scale: str) -> ExperimentConfig:
     """Return the base experiment of every finding grid at ``scale`` (``tiny`` or ``paper``)."""
     if scale == "tiny":
-        return ExperimentConfig.from_dict(TINY_BASE)
+        return read_config(TINY_RECIPE).replace(name="run")
     if scale == "paper":
         return ExperimentConfig.from_dict(
             {

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from star_lib.experiments.artifacts import CHECKPOINT_DIR
-from star_lib.experiments.config import ConfigError, parse_difficulty
-from star_lib.io import write_json_atomic, write_parquet_atomic
+from star_lib.experiments.config import ConfigError, ExperimentConfig, parse_difficulty, read_config
 from star_lib.experiments.stages import Registry, Stage
+from star_lib.io import read_queries, write_json_atomic, write_jsonl_atomic, write_parquet_atomic
 
 # ───────────────────────────── shared helpers ─────────────────────────────
 
@@ -67,23 +67,11 @@ def write_metrics(out_dir: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
     return write_parquet_atomic(out_dir / "metrics.parquet", frame)
 
 
-def read_queries(path: Path) -> list[Any]:
-    """Query records from a JSONL file (``QueryRecord.to_dict`` rows)."""
-    from star_lib.types import QueryRecord
-
-    records = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                records.append(QueryRecord.from_dict(json.loads(line)))
-    return records
-
-
 def load_world(folder: Path) -> Any:
-    """Return the world a ``world`` stage wrote."""
-    from star_lib.travel.world import World
+    """Return the world a ``world`` stage wrote: a ``World``, or a ``WorldSet`` of per-query worlds."""
+    from star_lib.travel.worldset import load_worlds
 
-    return World.from_csv_dir(folder)
+    return load_worlds(folder)
 
 
 def fault_config(cfg: Any, seed: int) -> Any:
@@ -105,12 +93,14 @@ def run_chunks(
     chunk_size: int,
     work: Path,
     compute: Callable[[int, Sequence[Any]], Any],
+    tag: str = "",
 ) -> tuple[list[Any], list[dict[str, Any]]]:
     """Run ``compute(start, chunk)`` over consecutive chunks, checkpointing each result; resume after a stop.
 
-    Each finished chunk is saved (atomically) as ``_checkpoints/chunks/<start>.parquet`` — ``compute`` returns
-    a polars frame — and logged in ``_checkpoints/progress.jsonl`` with the process id and the Slurm restart
-    count, so a resumed run can be told apart from a rerun.
+    Each finished chunk is saved (atomically) as ``_checkpoints/chunks[-<tag>]/<start>.parquet`` —
+    ``compute`` returns a polars frame — and logged in ``_checkpoints/progress[-<tag>].jsonl`` with the
+    process id and the Slurm restart count, so a resumed run can be told apart from a rerun. A log line torn
+    by a kill is skipped (the chunk files, written atomically, are what counts).
 
     Returns:
         The frames in order, and the log of which process computed which chunk (for ``stage.json``).
@@ -118,9 +108,10 @@ def run_chunks(
     """
     import polars as pl
 
-    folder = work / CHECKPOINT_DIR / "chunks"
+    suffix = f"-{tag}" if tag else ""
+    folder = work / CHECKPOINT_DIR / f"chunks{suffix}"
     folder.mkdir(parents=True, exist_ok=True)
-    log_path = work / CHECKPOINT_DIR / "progress.jsonl"
+    log_path = work / CHECKPOINT_DIR / f"progress{suffix}.jsonl"
     frames = []
     for start in range(0, len(items), chunk_size):
         path = folder / f"{start:08d}.parquet"
@@ -129,23 +120,31 @@ def run_chunks(
             continue
         frame = compute(start, items[start : start + chunk_size])
         write_parquet_atomic(path, frame)
+        torn = log_path.is_file() and log_path.stat().st_size and not log_path.read_bytes().endswith(b"\n")
         with open(log_path, "a", encoding="utf-8") as log:
             restart = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
-            log.write(
-                json.dumps({"start": start, "restart": restart, "pid": os.getpid(), "t": time.time()}) + "\n"
-            )
+            entry = {"start": start, "restart": restart, "pid": os.getpid(), "t": time.time()}
+            log.write(("\n" if torn else "") + json.dumps(entry) + "\n")
         frames.append(frame)
-    entries = (
-        [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
-        if (log_path.is_file())
-        else []
-    )
-    return frames, entries
+    return frames, _log_entries(log_path)
+
+
+def _log_entries(path: Path) -> list[dict[str, Any]]:
+    """Return the complete lines of a progress log (a line torn by a kill is skipped)."""
+    if not path.is_file():
+        return []
+    entries = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            entries.append(json.loads(line))
+        except ValueError:
+            continue
+    return entries
 
 
 # ───────────────────────────── world ─────────────────────────────
 
-WORLD_SOURCES: tuple[str, ...] = ("synthetic", "csv")
+WORLD_SOURCES: tuple[str, ...] = ("synthetic", "synthetic-per-query", "csv")
 
 
 @dataclass(frozen=True)
@@ -153,12 +152,14 @@ class WorldStageConfig:
     """Which database the experiment plans over."""
 
     source: str = "synthetic"
-    """``synthetic`` (seeded generator) or ``csv`` (official TravelPlanner CSVs in ``csv_dir``)."""
+    """``synthetic`` (one seeded generated world), ``synthetic-per-query`` (every task in its own seeded
+    world, :mod:`star_lib.travel.worldset`: the tiny recipe) or ``csv`` (official TravelPlanner CSVs in
+    ``csv_dir``)."""
     scale: str = "small"
-    """Synthetic world size: ``tiny`` | ``small`` | ``full`` (default ``small``: the ``tiny`` world has too
-    few routes for varied SFT/test splits of every difficulty)."""
+    """Synthetic world size: ``tiny`` | ``small`` | ``full`` (default ``small``: one ``tiny`` world has too
+    few routes for varied SFT/test splits of every difficulty; per-query worlds are ``tiny``)."""
     data_seed: int = 0
-    """Seed of the synthetic world."""
+    """Seed of the synthetic world (per-query worlds take theirs from the tasks)."""
     csv_dir: str | None = None
     """Folder of official CSVs (flat or nested layout) when ``source: csv``."""
 
@@ -172,16 +173,22 @@ class WorldStageConfig:
 
 
 def run_world(cfg: WorldStageConfig, inputs: Mapping[str, Path], out: Path) -> dict[str, Any]:
-    """Build or load the world and write it as official CSVs under ``db/``."""
+    """Build or load the world and write it as official CSVs under ``db/`` (per-query: its spec only)."""
     from star_lib.travel.world import World
+    from star_lib.travel.worldset import WorldSet
 
-    world = (
-        World.synthetic(seed=cfg.data_seed, scale=cfg.scale)
-        if cfg.source == "synthetic"
-        else (World.from_csv_dir(cfg.csv_dir))
-    )
-    world.to_csv_dir(out / "db")
-    summary = world.summary()
+    if cfg.source == "synthetic-per-query":
+        worlds = WorldSet(cfg.scale)
+        worlds.write_spec(out / "db")
+        summary: dict[str, Any] = {"kind": worlds.spec, "scale": cfg.scale}
+    else:
+        world = (
+            World.synthetic(seed=cfg.data_seed, scale=cfg.scale)
+            if cfg.source == "synthetic"
+            else World.from_csv_dir(cfg.csv_dir)
+        )
+        world.to_csv_dir(out / "db")
+        summary = world.summary()
     write_json_atomic(out / "summary.json", summary)
     write_metrics(out, metrics_rows({f"world/{k}": v for k, v in summary.items()}))
     return {}
@@ -199,17 +206,25 @@ class SynthStageConfig:
     difficulty: str = "4:3:3"
     """RL prompt difficulty mix (axis)."""
     n_base: int = 200
-    """Records of the SFT/test pool (split train/val/test by ``splits``)."""
+    """Records of the SFT/test pool (split train/val/test by ``splits``); with per-query worlds, the SFT
+    tasks (from ``n_base / per_world`` training worlds)."""
     base_mix: str = "4:3:3"
     """Difficulty mix of the SFT/test pool."""
     data_seed: int = 0
-    """Seed of the synthesis (the RL prompts use a derived seed)."""
+    """Seed of the synthesis (the RL prompts use a derived seed; per-query world seeds derive from it)."""
+    per_world: int = 4
+    """Per-query worlds only: tasks synthesised in each training and RL world."""
+    n_test: int = 200
+    """Per-query worlds only: held-out tasks, from worlds no training task comes from."""
+    test_per_world: int = 2
+    """Per-query worlds only: held-out tasks per evaluation world."""
     options: dict[str, Any] = field(default_factory=dict)
-    """Other ``star_lib.synth.SynthConfig`` fields (e.g. ``splits``, ``tie_break``, ``realiser``)."""
+    """Other ``star_lib.synth.SynthConfig`` fields (e.g. ``splits``, ``tie_break``, ``days_choices``)."""
 
     def __post_init__(self) -> None:
-        if self.n_base < 1:
-            raise ValueError(f"n_base must be >= 1, got {self.n_base}")
+        for name in ("n_base", "per_world", "n_test", "test_per_world"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         parse_difficulty(self.base_mix)
 
 
@@ -224,23 +239,48 @@ def run_synth(cfg: SynthStageConfig, inputs: Mapping[str, Path], out: Path) -> d
     from star_lib.synth import synthesize, write_dataset
 
     world = load_world(inputs["world"])
-    base = synthesize(world, _synth_config(n=cfg.n_base, mix=cfg.base_mix, seed=cfg.data_seed, **cfg.options))
-    write_dataset(base, out / "base")
-    rl_options = {**cfg.options, "splits": (1.0, 0.0, 0.0)}
     rl_mix = ":".join(str(w) for w in parse_difficulty(cfg.difficulty))
-    rl = synthesize(
-        world, _synth_config(n=cfg.rl_data_size, mix=rl_mix, seed=cfg.data_seed + 7919, **rl_options)
-    )
-    write_dataset(rl, out / "rl")
-    rows = metrics_rows(
-        {"synth/base_records": _count_lines(out / "base"), "synth/rl_records": _count_lines(out / "rl")}
-    )
-    write_metrics(out, rows)
+    if hasattr(world, "for_query"):
+        _synth_per_world(cfg, world, rl_mix, out)
+    else:
+        options = {"mix": cfg.base_mix, "seed": cfg.data_seed, **cfg.options}
+        base = synthesize(world, _synth_config(n=cfg.n_base, **options))
+        write_dataset(base, out / "base")
+        rl_options = {**cfg.options, "splits": (1.0, 0.0, 0.0)}
+        rl = synthesize(
+            world, _synth_config(n=cfg.rl_data_size, mix=rl_mix, seed=cfg.data_seed + 7919, **rl_options)
+        )
+        write_dataset(rl, out / "rl")
+    counts = {"synth/base_records": _count_lines(out / "base"), "synth/rl_records": _count_lines(out / "rl")}
+    if not (out / "base" / "test.jsonl").is_file() or not _count_lines(out / "base", "test.jsonl"):
+        raise ConfigError(
+            f"synth produced no held-out test tasks from n_base={cfg.n_base}: raise synth.n_base "
+            "(or synth.n_test with per-query worlds) so the test split is not empty"
+        )
+    write_metrics(out, metrics_rows(counts))
     return {}
 
 
-def _count_lines(folder: Path) -> int:
-    return sum(sum(1 for line in open(p, encoding="utf-8") if line.strip()) for p in folder.glob("*.jsonl"))
+def _synth_per_world(cfg: SynthStageConfig, worlds: Any, rl_mix: str, out: Path) -> None:
+    """Tasks in per-query worlds: SFT tasks, RL prompts and held-out tasks from disjoint world seeds."""
+    import math
+
+    from star_lib.synth.dataset import record_row
+    from star_lib.synth.per_world import synthesize_per_world, world_seeds
+
+    def tasks(kind: str, n: int, per_world: int, mix: str, spare: int = 0) -> list[Any]:
+        seeds = world_seeds(cfg.data_seed, kind, math.ceil(n / per_world) + spare)
+        return synthesize_per_world(worlds, seeds, per_world, mix, cfg.options)[:n]
+
+    base = tasks("train", cfg.n_base, cfg.per_world, cfg.base_mix)
+    held_out = tasks("eval", cfg.n_test, cfg.test_per_world, cfg.base_mix, spare=5)  # a few worlds fail
+    rl = tasks("rl", cfg.rl_data_size, cfg.per_world, rl_mix)
+    for rel, records in (("base/train.jsonl", base), ("base/test.jsonl", held_out), ("rl/train.jsonl", rl)):
+        write_jsonl_atomic(out / rel, [record_row(r) for r in records])
+
+
+def _count_lines(folder: Path, pattern: str = "*.jsonl") -> int:
+    return sum(sum(1 for line in open(p, encoding="utf-8") if line.strip()) for p in folder.glob(pattern))
 
 
 # ───────────────────────────── teacher ─────────────────────────────
@@ -253,11 +293,13 @@ class TeacherStageConfig:
     """Trajectories for SFT, written by a teacher acting out the synthesised tasks (``train`` split)."""
 
     teacher: str = "expert"
-    """``expert``: the programmatic expert acting out each record's reference plan."""
+    """``expert``: the programmatic expert of the experiment's protocol acting out each reference plan."""
     teacher_seed: int = 0
     """Seed of the expert's wording choices."""
     max_records: int | None = None
     """Use at most this many records (None: all)."""
+    protocol: str = "react"
+    """Episode protocol (axis): the teacher writes its trajectories in it."""
     options: dict[str, Any] = field(default_factory=dict)
     """``star_lib.agent.RolloutConfig`` fields (``max_turns``, …)."""
 
@@ -268,25 +310,30 @@ class TeacherStageConfig:
             raise ValueError(f"max_records must be >= 1 or null, got {self.max_records}")
 
 
-def _rollout_config(**values: Any) -> Any:
+def rollout_config(protocol: str, **values: Any) -> Any:
+    """Return the episode settings of ``protocol`` with ``values`` on top (compact: its short limits)."""
+    from star_lib.agent.compact import compact_rollout_config
     from star_lib.agent.config import RolloutConfig
 
-    return RolloutConfig(**values)
+    return compact_rollout_config(**values) if protocol == "compact" else RolloutConfig(**values)
+
+
+def _expert(protocol: str, seed: int) -> Any:
+    """Return the programmatic expert that speaks ``protocol``."""
+    from star_lib.agent.factory import make_policy
+
+    return make_policy("expert", protocol=protocol, seed=seed)
 
 
 def run_teacher(cfg: TeacherStageConfig, inputs: Mapping[str, Path], out: Path) -> dict[str, Any]:
     """Act out the records with the expert; writes the TRL conversational SFT set ``train.jsonl``."""
-    from star_lib.agent.expert import ExpertPolicy
     from star_lib.agent.teacher import build_sft_dataset
 
     world = load_world(inputs["world"])
     queries = read_queries(inputs["data"])[: cfg.max_records]
+    values = {"reward": "none", **({"max_turns": 30} if cfg.protocol == "compact" else {}), **cfg.options}
     stats = build_sft_dataset(
-        ExpertPolicy(seed=cfg.teacher_seed),
-        queries,
-        world,
-        out,
-        _rollout_config(**{"reward": "none", **cfg.options}),
+        _expert(cfg.protocol, cfg.teacher_seed), queries, world, out, rollout_config(cfg.protocol, **values)
     )
     if (out / "episodes.parquet").is_file():
         os.replace(out / "episodes.parquet", out / "rollouts.parquet")
@@ -297,12 +344,18 @@ def run_teacher(cfg: TeacherStageConfig, inputs: Mapping[str, Path], out: Path) 
 # ───────────────────────────── eval ─────────────────────────────
 
 
+EVAL_MODELS: tuple[str, ...] = ("base", "sft", "rl")
+"""Models an eval stage can compare: the untrained model SFT starts from, the SFT model, the RL model."""
+POLICY_BACKENDS: tuple[str, ...] = ("transformers", "fast")
+"""How a model generates: HF ``generate`` (any model) or the KV-cached CPU sampler (small Qwen2 models)."""
+
+
 @dataclass(frozen=True)
 class EvalStageConfig:
-    """Evaluate the latest policy on held-out tasks (TravelPlanner metrics, spec §5)."""
+    """Evaluate policies on held-out tasks (TravelPlanner metrics, spec §5)."""
 
     seed: int = 0
-    """Evaluation seed (axis): fault draws of episode ``i`` use ``seed + i``."""
+    """Evaluation seed (axis): fault draws of episode ``i`` use ``seed + i``; sampling (if any) is seeded."""
     reward: str = "sum"
     """Reward design (axis): also reported as ``reward/mean`` over the evaluation episodes."""
     curriculum_boundaries: tuple[float, float] = (1 / 3, 2 / 3)
@@ -313,6 +366,17 @@ class EvalStageConfig:
     """Tool latency during evaluation (axis)."""
     tool_corruption_rate: float = 0.0
     """Tool corruption rate during evaluation (axis)."""
+    protocol: str = "react"
+    """Episode protocol (axis)."""
+    models: tuple[str, ...] = ()
+    """Models evaluated on the same tasks, from :data:`EVAL_MODELS`; the last one is the run's result
+    (``eval/…`` metrics, ``eval.parquet``), each one also reports ``eval/<model>/…`` and the last one its
+    paired difference from each other one (``eval/paired/<last>-<other>/mean|se``, SUM per task).
+    Empty: the latest trained model (rl, else sft), or the expert when no model is trained."""
+    policy: str = "transformers"
+    """Generation backend of a model, from :data:`POLICY_BACKENDS`."""
+    temperature: float = 0.0
+    """Sampling temperature; 0 (greedy, the default) makes a score independent of sampling luck."""
     max_queries: int | None = None
     """Evaluate at most this many queries (None: the whole split)."""
     chunk_size: int = 8
@@ -325,17 +389,49 @@ class EvalStageConfig:
             raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
         if self.max_queries is not None and self.max_queries < 1:
             raise ValueError(f"max_queries must be >= 1 or null, got {self.max_queries}")
+        object.__setattr__(self, "models", tuple(self.models))
+        bad = [m for m in self.models if m not in EVAL_MODELS]
+        if bad or len(set(self.models)) != len(self.models):
+            raise ValueError(f"models: {list(self.models)} must be distinct names from {list(EVAL_MODELS)}")
+        if self.policy not in POLICY_BACKENDS:
+            raise ValueError(f"policy {self.policy!r} is not allowed; choose one of {list(POLICY_BACKENDS)}")
+        if not self.temperature >= 0:
+            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
 
 
-def _policy(inputs: Mapping[str, Path]) -> tuple[Any, str]:
-    """Return the policy to evaluate: the trained model when there is one, else the expert teacher."""
-    if "model" in inputs:
-        from star_lib.agent.policies import TransformersPolicy
+def _eval_models(cfg: EvalStageConfig, inputs: Mapping[str, Path]) -> list[tuple[str, Path | None]]:
+    """Return ``(name, model folder)`` per evaluated policy; ``("expert", None)`` without a trained model."""
+    paths = {
+        "base": inputs["sft"] / "base" if "sft" in inputs else None,
+        "sft": inputs["sft"] / "model" if "sft" in inputs else None,
+        "rl": inputs.get("rl"),
+    }
+    if not cfg.models:
+        latest = paths["rl"] or paths["sft"]
+        return [("rl" if paths["rl"] else "sft", latest)] if latest else [("expert", None)]
+    missing = [m for m in cfg.models if paths[m] is None or not paths[m].is_dir()]  # type: ignore[union-attr]
+    if missing:
+        raise ConfigError(
+            f"eval.models {list(cfg.models)}: no {missing} model in this run — add the stage that trains it "
+            f"(base and sft come from sft, rl from rl) or drop it from eval.models"
+        )
+    return [(m, paths[m]) for m in cfg.models]
 
-        return TransformersPolicy.from_pretrained(str(inputs["model"])), "model"
-    from star_lib.agent.expert import ExpertPolicy
 
-    return ExpertPolicy(), "expert"
+def _load_policy(cfg: EvalStageConfig, path: Path | None) -> Any:
+    """Return the policy of a model folder with the configured backend (the expert when ``path`` is None).
+
+    Raises:
+        star_lib.agent.protocol.ProtocolMismatchError: The model was trained on another protocol.
+
+    """
+    from star_lib.agent.factory import make_policy
+    from star_lib.agent.policies import SamplingParams
+
+    if path is None:
+        return _expert(cfg.protocol, cfg.seed)
+    sampling = SamplingParams(temperature=cfg.temperature, seed=cfg.seed)
+    return make_policy(cfg.policy, model=path, sampling=sampling, protocol=cfg.protocol)
 
 
 def _reward_fn(cfg: EvalStageConfig) -> Callable[[Any, bool], float]:
@@ -349,46 +445,72 @@ def _reward_fn(cfg: EvalStageConfig) -> Callable[[Any, bool], float]:
 
 
 def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dict[str, Any]:
-    """Run the policy on held-out queries in checkpointed chunks; write eval/rollout tables and metrics."""
+    """Run each policy on the held-out queries in checkpointed chunks; write episode tables and metrics."""
     import polars as pl
 
-    from star_lib.agent.rollout import episodes_frame, run_episodes
+    from star_lib.agent.summary import episode_summary, paired_difference
     from star_lib.travel.metrics import compute_metrics
 
     world = load_world(inputs["world"])
     queries = read_queries(inputs["data"])[: cfg.max_queries]
-    policy, policy_kind = _policy(inputs)
+    models = _eval_models(cfg, inputs)
+    tables: dict[str, pl.DataFrame] = {}
+    rows: list[dict[str, Any]] = []
+    chunk_log: list[dict[str, Any]] = []
+    for name, path in models:
+        tag = name if len(models) > 1 else ""
+        tables[name], chunk_log = _episodes(cfg, _load_policy(cfg, path), queries, world, out, tag)
+        pairs = tables[name].select("query_index", "report").iter_rows()
+        reports = {i: _report_from_json(text) for i, text in pairs}
+        values = compute_metrics(queries, [reports.get(i) for i in range(len(queries))])
+        values.update({k: v for k, v in episode_summary(tables[name]).items() if k not in values})
+        if len(models) > 1:
+            rows += metrics_rows({f"eval/{name}/{k}": v for k, v in values.items()})
+    primary, episodes = models[-1][0], tables[models[-1][0]]
+    rows += metrics_rows({f"eval/{k}": v for k, v in values.items()})
+    mean_reward = float(episodes["run_reward"].mean() or 0.0) if episodes.height else 0.0
+    rows += metrics_rows({"reward/mean": mean_reward})
+    for other, _ in models[:-1]:
+        diff = paired_difference(episodes["sum"].to_list(), tables[other]["sum"].to_list())
+        rows += metrics_rows({f"eval/paired/{primary}-{other}/{k}": v for k, v in diff.items()})
+    write_metrics(out, rows)
+    # eval.parquet: the flat per-episode table; rollouts.parquet adds the transcript and verdicts (explorer).
+    every = pl.concat([t.with_columns(pl.lit(m).alias("model")) for m, t in tables.items()], how="diagonal")
+    eval_cols = [c for c in every.columns if c not in ("report", "messages")]
+    write_parquet_atomic(out / "eval.parquet", episodes.select([c for c in eval_cols if c != "model"]))
+    if len(models) > 1:
+        write_parquet_atomic(out / "eval_models.parquet", every.select(eval_cols))
+    policy_kind = "expert" if models[-1][1] is None else "model"
+    write_parquet_atomic(out / "rollouts.parquet", episodes.with_columns(pl.lit(policy_kind).alias("policy")))
+    return {"chunk_log": chunk_log, "policy": policy_kind, "models": [m for m, _ in models]}
+
+
+def _episodes(
+    cfg: EvalStageConfig, policy: Any, queries: Sequence[Any], world: Any, out: Path, tag: str
+) -> tuple[Any, list[dict[str, Any]]]:
+    """One policy's episodes on ``queries`` as a table (checkpointed by chunk), and the chunk log."""
+    import polars as pl
+
+    from star_lib import rewards
+    from star_lib.agent.rollout import episodes_frame, run_episodes
+
     reward = _reward_fn(cfg)
-    reports: dict[int, Any] = {}
 
     def compute(start: int, chunk: Sequence[Any]) -> pl.DataFrame:
-        rollout = _rollout_config(**{**cfg.options, "seed": cfg.seed + start})
+        rollout = rollout_config(cfg.protocol, **{**cfg.options, "seed": cfg.seed + start})
         episodes = run_episodes(policy, chunk, world, rollout, fault_config(cfg, seed=0))
-        frame = episodes_frame(episodes).with_columns(
+        return episodes_frame(episodes).with_columns(
             pl.Series("query_index", [start + i for i in range(len(episodes))], dtype=pl.Int64),
             pl.Series("run_reward", [reward(ep.report, ep.malformed) for ep in episodes], dtype=pl.Float64),
+            pl.Series("sum", [rewards.sum_reward(ep.report, ep.malformed) for ep in episodes], pl.Float64),
             pl.Series("report", [_report_json(ep.report) for ep in episodes], dtype=pl.String),
             pl.Series(
                 "messages", [json.dumps(ep.messages, ensure_ascii=False) for ep in episodes], dtype=pl.String
             ),
         )
-        return frame
 
-    frames, chunk_log = run_chunks(queries, cfg.chunk_size, out, compute)
-    episodes = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
-    for row in episodes.select("query_index", "report").iter_rows():
-        reports[row[0]] = _report_from_json(row[1])
-    metrics = compute_metrics(queries, [reports.get(i) for i in range(len(queries))])
-    rows = metrics_rows({f"eval/{k}": v for k, v in metrics.items()})
-    rows += metrics_rows(
-        {"reward/mean": float(episodes["run_reward"].mean() or 0.0) if episodes.height else 0.0}
-    )
-    write_metrics(out, rows)
-    # eval.parquet: the flat per-episode table; rollouts.parquet adds the transcript and verdicts (explorer).
-    eval_cols = [c for c in episodes.columns if c not in ("report", "messages")]
-    write_parquet_atomic(out / "eval.parquet", episodes.select(eval_cols))
-    write_parquet_atomic(out / "rollouts.parquet", episodes.with_columns(pl.lit(policy_kind).alias("policy")))
-    return {"chunk_log": chunk_log, "policy": policy_kind}
+    frames, chunk_log = run_chunks(queries, cfg.chunk_size, out, compute, tag=tag)
+    return (pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()), chunk_log
 
 
 def _report_json(report: Any) -> str | None:
@@ -426,6 +548,8 @@ class SFTStageConfig:
 
     model: str = "tiny"
     """Model preset (axis)."""
+    protocol: str = "react"
+    """Episode protocol the teacher data speaks (axis); recorded in the checkpoint."""
     options: dict[str, Any] = field(default_factory=dict)
     """``star_lib.train.sft.SFTRunConfig`` fields (``max_steps``, ``learning_rate``, ``seed``, …)."""
 
@@ -469,9 +593,10 @@ def _train(run_cfg: Any, out: Path, stage: str, run_fn: Callable[[Any], Any]) ->
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
     log_path = out / "metrics.parquet"
     logged = pl.read_parquet(log_path) if log_path.is_file() else pl.DataFrame()
-    rows = _training_rows(logged)
-    steps = [r["step"] for r in rows if r["step"] is not None]
-    last = {r["metric"]: r["value"] for r in rows}  # the last logged value of each metric
+    rows = _training_rows(logged, stage)
+    own = [r for r in rows if r["phase"] == stage]
+    steps = [r["step"] for r in own if r["step"] is not None]
+    last = {r["metric"]: r["value"] for r in own}  # the last logged value of each metric
     rows += metrics_rows({f"{stage}/steps": max(steps) if steps else 0})
     rows += metrics_rows(
         {f"{stage}/final/{k}": v for k, v in last.items() if not k.startswith(("time/", "stage"))}
@@ -481,19 +606,30 @@ def _train(run_cfg: Any, out: Path, stage: str, run_fn: Callable[[Any], Any]) ->
     write_metrics(out, rows)
 
 
-def _training_rows(logged: Any) -> list[dict[str, Any]]:
-    """Per-step rows from a training log (one row per log event, one column per metric)."""
+def _training_rows(logged: Any, stage: str) -> list[dict[str, Any]]:
+    """Per-step rows from a training log (one row per log event, one column per metric).
+
+    Rows the log holds for another phase (the copy warm-up before SFT) are prefixed with it:
+    ``warmup/train/loss``.
+    """
     if not getattr(logged, "height", 0) or "step" not in logged.columns:
         return []
     rows = []
     for record in logged.iter_rows(named=True):
         step = record.get("step")
+        phase = record.get("stage")
+        prefix = f"{phase}/" if phase and phase != stage else ""
         for key, value in record.items():
             if key in ("step", "stage") or not isinstance(value, (int, float)) or isinstance(value, bool):
                 continue
             if value == value:  # drop NaN
                 rows.append(
-                    {"step": int(step) if step is not None else None, "metric": key, "value": float(value)}
+                    {
+                        "step": int(step) if step is not None else None,
+                        "metric": f"{prefix}{key}",
+                        "value": float(value),
+                        "phase": phase or stage,
+                    }
                 )
     return rows
 
@@ -501,13 +637,38 @@ def _training_rows(logged: Any) -> list[dict[str, Any]]:
 # ───────────────────────────── registry ─────────────────────────────
 
 
+_PROTOCOL_FIELDS: tuple[str, ...] = (
+    "protocol",
+    "tools_in_system_prompt",
+    "system_prompt",
+    "context_limit_prompt",
+)
+"""``RolloutConfig`` fields the experiment's ``protocol`` decides (a stage section may not set them)."""
+
+
 def _eval_inputs(stages: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    """Return the eval inputs: world, tasks, the SFT output (``base/``, ``model/``) and the RL model."""
     inputs = {"world": ("world", "db"), "data": ("synth", "base/test.jsonl")}
+    if "sft" in stages:
+        inputs["sft"] = ("sft", ".")
     if "rl" in stages:
-        inputs["model"] = ("rl", "model")
-    elif "sft" in stages:
-        inputs["model"] = ("sft", "model")
+        inputs["rl"] = ("rl", "model")
     return inputs
+
+
+def load_config(spec: str | Path) -> ExperimentConfig:
+    """Load and validate an experiment YAML (a path or a named config), nested stage sections included.
+
+    Raises:
+        ConfigError: naming the file, the offending key and what is allowed.
+
+    """
+    config = read_config(spec)
+    try:
+        build_registry().validate(config)
+    except ConfigError as exc:
+        raise ConfigError(f"{spec}: {exc}") from None
+    return config
 
 
 def build_registry() -> Registry:
@@ -535,6 +696,7 @@ def build_registry() -> Registry:
             options_type=lambda: (
                 __import__("star_lib.agent.config", fromlist=["RolloutConfig"]).RolloutConfig
             ),
+            options_fixed=_PROTOCOL_FIELDS,
         )
     )
     registry.add(
@@ -576,6 +738,7 @@ def build_registry() -> Registry:
                 "faults",
                 "seed",
                 "algorithm",
+                "protocol",
             ),
             options_required={"data": "-", "output_dir": "-", "model_path": "-"},
         )
@@ -595,7 +758,7 @@ def build_registry() -> Registry:
             options_type=lambda: (
                 __import__("star_lib.agent.config", fromlist=["RolloutConfig"]).RolloutConfig
             ),
-            options_fixed=("seed",),
+            options_fixed=("seed", *_PROTOCOL_FIELDS),
         )
     )
     registry.add(
@@ -633,6 +796,8 @@ class RLStageConfig:
     """Tool latency during training (axis)."""
     tool_corruption_rate: float = 0.0
     """Tool corruption rate during training (axis)."""
+    protocol: str = "react"
+    """Episode protocol of the rollouts (axis)."""
     options: dict[str, Any] = field(default_factory=dict)
     """``star_lib.train.rl.RLRunConfig`` fields (``max_steps``, ``num_generations``, …)."""
 
@@ -682,6 +847,7 @@ def run_rl_stage(cfg: RLStageConfig, inputs: Mapping[str, Path], out: Path) -> d
         "curriculum_boundaries": tuple(cfg.curriculum_boundaries),
         "faults": fault_config(cfg, seed=cfg.seed),
         "seed": cfg.seed,
+        "protocol": cfg.protocol,
         **cfg.options,
     }
     if "algorithm" in {f.name for f in dataclasses.fields(RLRunConfig)}:

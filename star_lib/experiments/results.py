@@ -21,8 +21,8 @@ from typing import Any
 import polars as pl
 
 from star_lib.experiments.config import ConfigError, ExperimentConfig
-from star_lib.io import read_yaml
 from star_lib.experiments.runner import read_run_record
+from star_lib.io import read_yaml
 
 AXIS_SCHEMA: dict[str, Any] = {
     "model": pl.String,

@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from star_lib.experiments.artifacts import StageOutput, StageStore
 from star_lib.experiments.config import ConfigError, ExperimentConfig, save_config
+from star_lib.experiments.pipeline import build_registry
+from star_lib.experiments.stages import Registry
 from star_lib.io import atomic_path, read_json, write_json_atomic, write_parquet_atomic
-from star_lib.experiments.stages import Registry, default_registry
 
 if TYPE_CHECKING:
     import polars as pl
@@ -194,7 +195,7 @@ def run_experiment(
         return RunResult(
             config.name, run_dir, "skipped", 0.0, record.get("gpu_hours", 0.0), record.get("stages", [])
         )
-    registry = registry or default_registry()
+    registry = registry or build_registry()
     store = StageStore(cache or default_cache(run_dir))
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, run_dir / "config.yaml")

@@ -7,9 +7,8 @@ extra facts for ``stage.json``, such as ``{"gpus": 8}``). Conventional output fi
 the run folder: ``metrics.parquet`` (``step``, ``metric``, ``value``), ``rollouts.parquet``, ``eval.parquet``,
 ``qa.parquet``.
 
-Each stage is wired to the real ``star_lib`` function in :mod:`star_lib.experiments.pipeline`; a stage whose
-package is not in this checkout yet reports itself unavailable (:func:`unavailable_reason`) instead of faking
-results.
+Each stage is wired to the real ``star_lib`` function in :mod:`star_lib.experiments.pipeline`, whose
+``build_registry()`` returns the registry every command uses.
 """
 
 from __future__ import annotations
@@ -173,10 +172,3 @@ class Registry:
                 "; ".join(missing) + f" — drop those from `stages` (now {list(experiment.stages)})"
             )
         return {name: self.get(name).resolve_config(experiment) for name in experiment.stages}
-
-
-def default_registry() -> Registry:
-    """Return the registry wired to the real ``star_lib`` stages."""
-    from star_lib.experiments.pipeline import build_registry
-
-    return build_registry()

@@ -14,7 +14,8 @@ Modules (import them directly; this package imports nothing heavy):
   shaping that counts model tokens only.
 - :mod:`star_lib.train.arpo` — ARPO's entropy-based adaptive rollouts (branch after tool responses).
 - :mod:`star_lib.train.resume` — checkpoints with the rollout RNG state, so ``--resume`` replays exactly.
-- :mod:`star_lib.agent.fastgen` — a lean batched sampler with a KV cache for small models (CPU rollouts).
-- :mod:`star_lib.train.pipeline` — ``star pipeline --preset tiny``: the learning signal end to end.
+
+The learning signal end to end is an experiment config (``configs/learning-signal.yaml``) run by
+:mod:`star_lib.experiments` (``star run learning-signal``, alias ``star pipeline --preset tiny``).
 - :mod:`star_lib.train.metrics` — ``metrics.parquet`` logging.
 """

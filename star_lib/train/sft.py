@@ -95,7 +95,8 @@ class SFTRunConfig:
     copy_warmup: CopyWarmupConfig | None = None
     """Run the copy-task warm-up before SFT (decisive for from-scratch tiny models, STACK.md); None: skip."""
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
-    """Tokenizer training options (``tiny`` built from scratch only)."""
+    """Tokenizer training options (``tiny`` built from scratch only); in YAML ``whole_words`` may name a
+    vocabulary of :mod:`star_lib.travel.vocabulary` (``tiny-entities``)."""
     resume_from_checkpoint: str | None = None
     """Resume from a ``checkpoints/checkpoint-<step>`` folder or the last complete checkpoint under a run
     folder. Metrics logged after that step are dropped and the copy warm-up is not repeated."""
@@ -129,7 +130,14 @@ class SFTRunConfig:
         if isinstance(self.copy_warmup, dict):
             self.copy_warmup = CopyWarmupConfig(**self.copy_warmup)
         if isinstance(self.tokenizer, dict):
-            self.tokenizer = TokenizerConfig(**self.tokenizer)
+            values = dict(self.tokenizer)
+            if isinstance(values.get("whole_words"), str):  # a named vocabulary, e.g. "tiny-entities"
+                from star_lib.travel.vocabulary import whole_words
+
+                values["whole_words"] = whole_words(values["whole_words"])
+            elif isinstance(values.get("whole_words"), list):
+                values["whole_words"] = tuple(values["whole_words"])
+            self.tokenizer = TokenizerConfig(**values)
         self._check_overrides()
 
     def _check_overrides(self) -> None:
@@ -447,6 +455,10 @@ def run_sft(cfg: SFTRunConfig) -> SFTResult:
         callbacks.append(TimeBudgetCallback(cfg.time_budget_s))
     trainer = make_sft_trainer(cfg, model, tokenizer, rows, callbacks)
     trainer.add_callback(TrainerCountersCallback(trainer, checkpoint))
+    if not cfg.progress:  # without a progress bar transformers prints every log dict; metrics.parquet has them
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)
     start = time.monotonic()
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     seconds = time.monotonic() - start

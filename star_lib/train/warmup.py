@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +40,11 @@ class CopyWarmupConfig:
     """Peak AdamW learning rate (linear warm-up, then cosine decay over ``steps``)."""
     warmup_steps: int = 50
     """Linear warm-up steps."""
+    min_lr_rate: float = 0.0
+    """The cosine decays to ``min_lr_rate × learning_rate`` (transformers' ``cosine_with_min_lr``)."""
+    pool: str = "content"
+    """Tokens to copy: ``content`` (the learned BPE tokens) or ``all`` (every non-special token, the
+    whole-word entities included — the names trajectories copy)."""
     stop_loss: float | None = 0.02
     """Stop early once the mean copy loss of the last ``log_every`` steps is below this (None: never)."""
     time_budget_s: float | None = None
@@ -61,6 +65,10 @@ class CopyWarmupConfig:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
         if self.time_budget_s is not None and self.time_budget_s <= 0:
             raise ValueError("time_budget_s must be > 0 or None")
+        if not 0.0 <= self.min_lr_rate < 1.0:
+            raise ValueError(f"min_lr_rate must be in [0, 1), got {self.min_lr_rate}")
+        if self.pool not in ("content", "all"):
+            raise ValueError(f"pool must be 'content' or 'all', got {self.pool!r}")
 
 
 @dataclass
@@ -86,6 +94,14 @@ def content_token_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     """Ids of ordinary vocabulary tokens (no special, protocol or other added tokens) — what gets copied."""
     added = set(tokenizer.get_added_vocab().values()) | set(tokenizer.all_special_ids)
     return sorted(i for i in tokenizer.get_vocab().values() if i not in added)
+
+
+def copy_pool(tokenizer: PreTrainedTokenizerBase, pool: str = "content") -> list[int]:
+    """Ids the copy task draws from: ``content`` (:func:`content_token_ids`) or ``all`` non-special ids."""
+    if pool == "content":
+        return content_token_ids(tokenizer)
+    special = set(tokenizer.all_special_ids)
+    return sorted(i for i in tokenizer.get_vocab().values() if i not in special)
 
 
 def copy_batch(
@@ -132,8 +148,6 @@ def copy_warmup(
     cfg: CopyWarmupConfig | None = None,
     *,
     metrics: MetricsLog | None = None,
-    pool: Sequence[int] | None = None,
-    lr_factor: Callable[[int], float] | None = None,
 ) -> CopyWarmupResult:
     """Train ``model`` in place on the copy task; returns the loss curve.
 
@@ -142,23 +156,22 @@ def copy_warmup(
         tokenizer: its tokenizer (chat tokens ``<|im_start|>``/``<|im_end|>`` and a pad token).
         cfg: settings; defaults to :class:`CopyWarmupConfig()`.
         metrics: when given, each logged mean loss goes there as stage ``warmup`` (``train/loss``).
-        pool: token ids to copy; defaults to :func:`content_token_ids` (learned BPE tokens only).
-        lr_factor: ``step -> factor`` of the peak learning rate; defaults to a linear warm-up over
-            ``warmup_steps``, then a cosine to 0 at ``steps``.
+
+    The learning rate warms up linearly over ``warmup_steps``, then decays by a cosine to
+    ``min_lr_rate × learning_rate`` at ``steps``; the copied tokens come from ``cfg.pool``.
 
     """
     import torch
-    from transformers import get_cosine_schedule_with_warmup
+    from transformers.optimization import get_cosine_with_min_lr_schedule_with_warmup
 
     cfg = cfg or CopyWarmupConfig()
     generator = torch.Generator().manual_seed(cfg.seed)
-    pool = torch.tensor(list(pool) if pool is not None else content_token_ids(tokenizer))
+    pool = torch.tensor(copy_pool(tokenizer, cfg.pool))
     device = next(model.parameters()).device
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
-    if lr_factor is None:
-        schedule = get_cosine_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.steps)
-    else:
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
+    schedule = get_cosine_with_min_lr_schedule_with_warmup(
+        optimizer, cfg.warmup_steps, cfg.steps, min_lr_rate=cfg.min_lr_rate
+    )
     result, window, start = CopyWarmupResult(steps=0, seconds=0.0), [], time.monotonic()
     model.train()
     for step in range(1, cfg.steps + 1):

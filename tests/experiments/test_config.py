@@ -9,11 +9,10 @@ from star_lib.experiments.config import (
     STAGE_NAMES,
     ConfigError,
     ExperimentConfig,
-    load_config,
     parse_difficulty,
     save_config,
 )
-from star_lib.experiments.pipeline import build_registry
+from star_lib.experiments.pipeline import build_registry, load_config
 
 
 def make(**changes):

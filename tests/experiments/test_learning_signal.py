@@ -1,0 +1,86 @@
+"""The learning recipe through the experiment runner: one protocol for every stage, three models compared."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from star_lib.cli import main
+from star_lib.experiments.config import ExperimentConfig, read_config
+from star_lib.experiments.runner import run_experiment
+from star_lib.experiments.signal import MODELS, learning_signal, quick_config
+
+
+def toy_recipe(**changes) -> ExperimentConfig:
+    """``configs/learning-signal.yaml`` with a few steps per stage (seconds on 2 cores)."""
+    data = read_config("learning-signal").to_dict()
+    data["rl_data_size"] = 4
+    data["synth"].update(n_base=16, n_test=4)
+    data["sft"].update(max_steps=4, per_device_train_batch_size=4, logging_steps=2, save_steps=2)
+    data["sft"]["copy_warmup"] = {**data["sft"]["copy_warmup"], "steps": 10}
+    data["rl"].update(max_steps=2, num_generations=2, max_new_tokens=24, save_steps=1)
+    data["eval"].update(max_new_tokens=24, chunk_size=4)
+    data.update(changes)
+    return ExperimentConfig.from_dict(data)
+
+
+@pytest.fixture(scope="module")
+def toy_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("signal")
+    result = run_experiment(toy_recipe(), root / "g" / "toy", cache=root / "_stages")
+    assert result.status == "done", result.error
+    return root
+
+
+def test_recipe_runs_every_stage_in_the_compact_protocol(toy_run):
+    from star_lib.agent.compact import SYSTEM_PROMPT
+    from star_lib.agent.protocol import read_protocol
+
+    stages = toy_run / "_stages"
+    (teacher,) = [p for p in (stages / "teacher").iterdir() if p.is_dir()]
+    rows = [json.loads(line) for line in (teacher / "train.jsonl").read_text().splitlines()]
+    assert rows and all(r["messages"][0]["content"] == SYSTEM_PROMPT for r in rows)  # compact teacher data
+    (sft,) = [p for p in (stages / "sft").iterdir() if p.is_dir()]
+    (rl,) = [p for p in (stages / "rl").iterdir() if p.is_dir()]
+    assert read_protocol(sft / "model") == read_protocol(rl / "model") == "compact"
+    rollouts = pl.read_parquet(toy_run / "g" / "toy" / "rollouts.parquet")
+    for stage in ("rl", "eval"):
+        messages = rollouts.filter(pl.col("stage") == stage)["messages"].to_list()
+        assert messages and all(json.loads(m)[0]["content"] == SYSTEM_PROMPT for m in messages), stage
+
+
+def test_recipe_evaluates_base_sft_and_rl_on_the_same_tasks_with_their_paired_difference(toy_run):
+    signal = learning_signal(toy_run / "g" / "toy")
+    assert set(signal.models) == set(MODELS) and all(m["n"] == 4.0 for m in signal.models.values())
+    assert 0.0 <= signal.models["rl"]["final_pass"] <= 1.0 and "termination/turn_limit" in signal.models["rl"]
+    assert signal.paired["se"] >= 0.0 and signal.rl_curve and signal.rl_curve[-1][0] == 2
+    assert set(signal.final_json()) == {
+        "cs_micro_base", "cs_micro_sft", "sum_sft", "sum_rl", "sum_rl_se", "success_sft", "success_rl", "minutes"
+    }
+    every = pl.read_parquet(toy_run / "_stages" / "eval" / next(
+        p.name for p in (toy_run / "_stages" / "eval").iterdir() if p.is_dir()) / "eval_models.parquet")
+    by_model = {m: sorted(every.filter(pl.col("model") == m)["idx"].to_list()) for m in MODELS}
+    assert by_model["base"] == by_model["sft"] == by_model["rl"]  # the same held-out tasks
+
+
+def test_a_compact_checkpoint_evaluated_in_the_react_protocol_is_refused(toy_run, tmp_path):
+    from star_lib.agent.protocol import ProtocolMismatchError
+    from star_lib.experiments.pipeline import EvalStageConfig, _load_policy
+
+    (sft,) = [p for p in (toy_run / "_stages" / "sft").iterdir() if p.is_dir()]
+    with pytest.raises(ProtocolMismatchError, match="compact"):
+        _load_policy(EvalStageConfig(protocol="react"), sft / "model")
+
+
+def test_quick_config_keeps_the_recipe_and_shrinks_the_budgets():
+    full = read_config("learning-signal")
+    quick = quick_config(full)
+    assert quick.protocol == full.protocol == "compact" and quick.sft["max_steps"] < full.sft["max_steps"]
+    assert quick.sft["copy_warmup"]["pool"] == "all" and quick.sft["copy_warmup"]["steps"] == 80
+
+
+def test_star_run_knows_the_named_configs(tmp_path, capsys):
+    assert main(["run", "no-such-config", "--runs", str(tmp_path)]) == 2
+    assert "learning-signal" in capsys.readouterr().err
