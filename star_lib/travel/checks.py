@@ -26,7 +26,6 @@ official pattern's exact semantics (:func:`from_to`), not by a backtracking rege
 
 from __future__ import annotations
 
-import bisect
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -191,16 +190,24 @@ def from_to(text: str) -> tuple[str, str] | None:
     if not isinstance(text, str):
         raise TypeError(f"expected string, got {type(text).__name__}")
     start = text.find("from")
-    tos: list[tuple[int, int, int]] | None = None
+    if start < 0:
+        return None
+    scan = _ToScanner(text)
     size = len(text)
     while start >= 0:
-        after = start + 4
-        if after < size and text[after].isspace():
-            if tos is None:
-                tos = _to_positions(text)
-            found = _from_match(text, after, _WS.match(text, after).end(), tos)
-            if found is not None:
-                return found
+        first = start + 4
+        if first < size and text[first].isspace():
+            last = _WS.match(text, first).end()  # \s+ greedy: group 1 starts at `last` first
+            if last < size:
+                to = scan.first_valid(last + 2)
+                if to is not None and scan.next_newline(last) >= to[1]:
+                    return text[last : to[1]], scan.group2(to)
+            # backtracking \s+ by one leaves group 1 one whitespace character, ended by a `to` at `last`
+            here = scan.valid(last) if last + 2 <= size else None
+            if here is not None:
+                for begin in range(last - 2, first, -1):
+                    if text[begin] != "\n":
+                        return text[begin], scan.group2(here)
         start = text.find("from", start + 1)
     return None
 
@@ -209,51 +216,65 @@ _WS = re.compile(r"\s*")
 """Whitespace run (linear: a single greedy class)."""
 
 
-def _to_positions(text: str) -> list[tuple[int, int, int]]:
-    r"""``(r, a, b)`` for each ``to`` at ``r`` that can end ``\s+to\s+([^,]+)``.
+class _ToScanner:
+    r"""Where ``\s+to\s+([^,]+)`` can match in one text; every scan moves forward only (linear overall)."""
 
-    ``a`` starts the whitespace run just before ``r``; ``b`` is where group 2 starts.
-    """
-    found = []
-    size = len(text)
-    at = text.find("to")
-    while at >= 0:
+    __slots__ = ("_found", "_newline", "_scanned", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._found: tuple[int, int, int] | None = None
+        self._scanned = 0
+        self._newline = -1
+
+    def valid(self, at: int) -> tuple[int, int, int] | None:
+        """Return ``(at, run, group)`` when a ``to`` at ``at`` can end the pattern, else None.
+
+        ``run`` starts the whitespace before the ``to``; ``group`` is where group 2 starts.
+        """
+        text = self.text
         after = at + 2
-        if at > 0 and text[at - 1].isspace() and after < size and text[after].isspace():
-            end = _WS.match(text, after).end()
-            group = end if end < size and text[end] != "," else (end - 1 if end - after >= 2 else -1)
-            if group >= 0:
-                begin = at - 1
-                while begin > 0 and text[begin - 1].isspace():
-                    begin -= 1
-                found.append((at, begin, group))
-        at = text.find("to", at + 1)
-    return found
+        if not (text.startswith("to", at) and at > 0 and text[at - 1].isspace()):
+            return None
+        if after >= len(text) or not text[after].isspace():
+            return None
+        end = _WS.match(text, after).end()
+        if end < len(text) and text[end] != ",":
+            group = end
+        elif end - after >= 2:
+            group = end - 1
+        else:
+            return None
+        run = at - 1
+        while run > 0 and text[run - 1].isspace():
+            run -= 1
+        return at, run, group
 
-
-def _from_match(text: str, first: int, last: int, tos: list[tuple[int, int, int]]) -> tuple[str, str] | None:
-    r"""Find the groups of a match whose ``\s+`` after ``from`` is ``text[first:g]``, first < g <= last."""
-    if not tos:
+    def first_valid(self, start: int) -> tuple[int, int, int] | None:
+        """Return the first valid ``to`` at or after ``start`` (``start`` never decreases between calls)."""
+        if self._found is not None and self._found[0] >= start:
+            return self._found
+        at = self.text.find("to", max(start, self._scanned))
+        while at >= 0:
+            found = self.valid(at)
+            if found is not None:
+                self._found, self._scanned = found, at
+                return found
+            at = self.text.find("to", at + 1)
+        self._found, self._scanned = None, len(self.text)
         return None
-    size = len(text)
-    starts = [t[0] for t in tos]
-    newline = text.find("\n", last)
-    newline = size if newline < 0 else newline
-    for begin in range(last, first, -1):  # greedy \s+ first, then backtrack
-        if begin < last and text[begin] == "\n":
-            newline = begin
-        if begin >= size or text[begin] == "\n":
-            continue
-        k = bisect.bisect_left(starts, begin + 2)
-        if k == len(tos):
-            continue
-        _at, run, group = tos[k]
-        end = max(begin + 1, run)
-        if end > newline:
-            continue
-        comma = text.find(",", group)
-        return text[begin:end], text[group : size if comma < 0 else comma]
-    return None
+
+    def next_newline(self, start: int) -> int:
+        """Return the first newline at or after ``start`` (``len`` when none; ``start`` never decreases)."""
+        if self._newline < start:
+            found = self.text.find("\n", start)
+            self._newline = len(self.text) if found < 0 else found
+        return self._newline
+
+    def group2(self, to: tuple[int, int, int]) -> str:
+        """Return group 2 of the match ending at ``to``: up to the next comma."""
+        comma = self.text.find(",", to[2])
+        return self.text[to[2] : len(self.text) if comma < 0 else comma]
 
 
 def split_name_city(text: str) -> Split | None:

@@ -6,6 +6,24 @@ splits, lookups and per-day verdicts, so the many near-identical plans of RL rol
 The checks themselves, and the table of every difference between the modes (:data:`STRICT_RULES`), live in
 :mod:`star_lib.travel.checks`.
 
+How each mode reads a raw payload (:meth:`Evaluator.evaluate_payload`, what ``star eval`` calls):
+
+* ``official`` reads the plan exactly as the official ``eval.py`` and its checks do, and nothing is
+  validated: unknown keys are ignored (but counted as filled by ``is_not_absent``), ``days`` is never
+  read, days after the trip's length are never read, a missing key is skipped or raises exactly where the
+  official code skips or raises, ``None``/``0``/``[]`` are empty but not ``'-'``, non-string values behave as
+  Python makes them. An empty plan is undelivered. Where the official code raises, the plan is *not
+  scorable* (:class:`PlanVerdict` ``scorable=False``, ``error`` naming the raising check); its report fails
+  the raising check and every later one. Regular plans use the fast checks; others
+  :mod:`star_lib.travel.official`.
+* ``strict`` (the reward's evaluator) parses with :func:`~star_lib.travel.plan.parse_plan_keys`: the payload
+  must decode to day objects with only the official keys (surrounding whitespace stripped), string texts and
+  ``days`` numbered 1, 2, …; anything else is a format error and the plan is undelivered (an unknown or
+  misspelt key could carry text past the checks). A day that *lacks* keys is delivered: the lacking texts
+  read as ``'-'``, ``is_not_absent`` fails naming the day and keys, and the hard checks are skipped. Extra
+  days fail ``is_not_absent`` (rule ``extra_days``). Where the official code raises, strict fails the check
+  instead (rule ``crash_is_failure``).
+
 >>> from star_lib.travel.evaluate import transport_kind
 >>> transport_kind("Driving from A to B", "official") is None, transport_kind("Driving from A to B", "strict")
 (True, 'self-driving')

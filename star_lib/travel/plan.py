@@ -11,7 +11,9 @@ Accepted payloads:
 The official tooling pads day lists with empty objects ``{}`` up to seven days; trailing empty objects are
 dropped in the submission and ``annotated_plan`` forms only. Everything else is validated strictly and a
 :class:`PlanParseError` says which day, which key and what was wrong. Surrounding whitespace of keys and
-values is tolerated (stripped).
+values is tolerated (stripped). :func:`parse_plan_keys` reports days that lack keys instead of raising
+(the strict evaluator fails their ``is_not_absent``); :func:`decode_plan` returns the plan value
+*unvalidated*, as the official evaluator reads it (``official`` mode).
 
 >>> plan = parse_plan('[{"days": 1, "current_city": "from A to B", "transportation": "-", "breakfast": "-",'
 ...                   ' "attraction": "-", "lunch": "-", "dinner": "-", "accommodation": "-"}]')
