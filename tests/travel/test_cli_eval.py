@@ -192,3 +192,25 @@ def test_cli_eval_write_submission_round_trips(files, real_db_dir, tmp_path, cap
     second = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert first == second and first["delivery"] == 44 / 45
     assert again.read_text() == submission.read_text()
+
+
+def test_cli_eval_reads_a_rollout_parquet(files, real_db_dir, tmp_path, capsys) -> None:
+    import polars as pl
+
+    queries, plans = files
+    rows = [json.loads(line) for line in plans.read_text().splitlines()]
+    frame = pl.DataFrame(
+        {
+            "index": list(range(44, -1, -1)),  # stored out of order: read back in episode order
+            "idx": [r["idx"] for r in reversed(rows)],
+            "plan": [json.dumps(r["plan"]) for r in reversed(rows)],
+        }
+    )
+    rollouts, submission = tmp_path / "rollouts.parquet", tmp_path / "submission.jsonl"
+    frame.write_parquet(rollouts)
+    args = ["eval", "--queries", str(queries), "--plans", str(rollouts), "--db", str(real_db_dir), "--json"]
+    assert main([*args, "--mode", "official", "--write-submission", str(submission)]) == 0
+    metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert metrics["final_pass"] == 1.0
+    written = [json.loads(line) for line in submission.read_text().splitlines()]
+    assert [r["idx"] for r in written] == list(range(45)) and written[0]["plan"] == rows[0]["plan"]
