@@ -217,7 +217,7 @@ class Evaluator:
             plan, missing = parse_plan_keys(payload)
         except PlanParseError as exc:
             if self.mode == "official":  # eval.py eval()s a string record; the checks index a string plan
-                check = "eval.py" if isinstance(payload, str) else "is_reasonable_visiting_city"
+                check = "is_reasonable_visiting_city" if exc.key == "plan" else "eval.py"
                 error = OfficialError(check, f"TypeError: the plan is a string ({exc})")
                 return PlanVerdict(unscorable_report(query, self.mode, error), str(error), scorable=False)
             reason = f"Plan could not be parsed: {exc}"

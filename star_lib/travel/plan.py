@@ -121,7 +121,8 @@ def decode_plan(payload: Any) -> Any:
     store the plan as JSON text.
 
     Raises:
-        PlanParseError: for a string that is neither JSON nor a Python literal.
+        PlanParseError: for a string that is neither JSON nor a Python literal (``key='plan'`` when it is the
+            record's ``plan`` field).
         KeyError: for a record (a dict) without ``plan``, as the official ``eval.py`` raises.
 
     >>> decode_plan('{"idx": 1, "query": "q", "plan": [{"day": 1}]}')
@@ -132,7 +133,12 @@ def decode_plan(payload: Any) -> Any:
         payload = _decode(payload, "plan payload")
     if isinstance(payload, dict):
         inner = payload["plan"]
-        return _decode(inner, "'plan' field") if isinstance(inner, str) and inner.strip() else inner
+        if not (isinstance(inner, str) and inner.strip()):
+            return inner
+        try:
+            return _decode(inner, "'plan' field")
+        except PlanParseError as exc:
+            raise PlanParseError(str(exc), key="plan") from None
     if isinstance(payload, (list, tuple)) and _is_annotated(payload):
         return list(payload[1])
     return payload

@@ -348,3 +348,14 @@ def test_generated_plans_never_raise_and_errors_name_a_check(gold, official, str
         else:
             outcomes["verdict"] += 1
     assert outcomes["undelivered"] > 5 and outcomes["crash"] > 100 and outcomes["verdict"] > 500, outcomes
+
+
+def test_string_plans_are_not_scorable_naming_where_the_official_code_raises(gold, official) -> None:
+    query, _days = gold[0]
+    # eval.py: `if type(tested_plan) == str: tested_plan = eval(tested_plan)` raises on a non-literal line
+    line = official.evaluate_payload(query, "{'idx': 1, 'plan': [")
+    assert not line.scorable and "raises in eval.py" in line.error
+    # a record whose plan is text but no plan: the checks index the string (`tested_data[i]['current_city']`)
+    for payload in ({"idx": 1, "plan": "plan"}, json.dumps({"idx": 1, "plan": "plan"})):
+        verdict = official.evaluate_payload(query, payload)
+        assert not verdict.scorable and "raises in is_reasonable_visiting_city" in verdict.error
