@@ -593,8 +593,11 @@ def convert_smollm2(out_dir: str | Path, *, gguf_path: str | Path | None = None)
         )
     tokenizer.eos_token, tokenizer.pad_token = EOS_TOKEN, PAD_TOKEN
     tokenizer.chat_template = trl_qwen2_5_chat_template()
-    config = loaded.config
-    config.eos_token_id, config.pad_token_id = vocab[EOS_TOKEN], vocab[PAD_TOKEN]
+    settings = loaded.config.to_dict()
+    settings.pop("quantization_config", None)  # else transformers treats the copy as quantised (no training)
+    settings.pop("_model_name_or_path", None)
+    settings.update(eos_token_id=vocab[EOS_TOKEN], pad_token_id=vocab[PAD_TOKEN])
+    config = type(loaded.config).from_dict(settings)
     fresh = type(loaded)(config)
     fresh.load_state_dict(loaded.state_dict())
     fresh.generation_config = GenerationConfig(

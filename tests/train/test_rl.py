@@ -404,3 +404,23 @@ def test_rl_turn_cut_at_max_new_tokens_leaves_its_end_of_turn_token_out_of_the_l
             assert trace.completion_ids[-1] == renderer.eot_id  # the template still closes the turn
             assert trace.env_mask[-1] == last_mask, (mode, reason)
             assert set(trace.env_mask[:-1]) == {1}
+
+
+@pytest.mark.slow  # ~25 s quiet, ~2 min on 2 shared cores (a random model writes every turn in full)
+def test_gpu_check_script_runs_its_cpu_tiny_mode_and_prints_one_json_line(tmp_path):
+    """slurm/gpu_check.sh (the device check) is the same code on CPU with a small model: one JSON line."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    argv = ["--cpu", "--tiny", "--steps", "2", "--prompts", "1", "--group", "2", "--max-turns", "2"]
+    argv += ["--max-new-tokens", "8", "--work", str(tmp_path)]
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    out = subprocess.run(
+        ["bash", str(repo / "slurm" / "gpu_check.sh"), *argv],
+        cwd=repo, capture_output=True, text=True, timeout=600, env={**env, "PYTHON": sys.executable},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = json.loads(out.stdout.strip().splitlines()[-1])
+    assert line["ok"] and line["steps"] == 2 and line["episodes_per_step"] == 2 and line["device"] == "cpu"
+    assert line["rollout_tokens_per_s"] > 0 and len(line["step_s"]) == 2 and line["rollout_model_tokens"] > 0
