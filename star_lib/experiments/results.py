@@ -35,6 +35,7 @@ AXIS_SCHEMA: dict[str, Any] = {
     "tool_latency_ms": pl.Float64,
     "tool_corruption_rate": pl.Float64,
     "seed": pl.Int64,
+    "protocol": pl.String,
 }
 """Axis columns of the results table."""
 SCHEMA: dict[str, Any] = {

@@ -29,7 +29,7 @@ def small_base():
     """The tiny base config, shrunk: a 100-record SFT/test pool, 12 eval queries, at most 11 turns."""
     return base_config("tiny").replace(
         stages=STAGES,
-        synth={"n_base": 100},
+        synth={"n_base": 100, "n_test": 12, "days_choices": [3, 5]},
         eval={"max_queries": 12, "max_turns": 11, "chunk_size": 12},
     )
 

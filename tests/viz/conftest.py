@@ -17,7 +17,9 @@ def noise_runs(tmp_path_factory) -> Path:
     """``runs/`` holding ``noise-tiny`` at failure rates 0 and 0.1 (expert policy, 11-turn budget)."""
     root = tmp_path_factory.mktemp("viz-runs")
     base = base_config("tiny").replace(
-        stages=STAGES, synth={"n_base": 100}, eval={"max_queries": 12, "max_turns": 11, "chunk_size": 12}
+        stages=STAGES,
+        synth={"n_base": 100, "n_test": 12, "days_choices": [3, 5]},
+        eval={"max_queries": 12, "max_turns": 11, "chunk_size": 12},
     )
     grid = finding_grid("noise", "tiny", base=base)
     grid = grid.__class__(

@@ -12,7 +12,7 @@ from star_lib.viz.params import NotebookParams
 FAST = {
     "stages": ["world", "synth", "teacher", "eval"],
     "rl_data_size": 10,
-    "synth": {"n_base": 30},
+    "synth": {"n_base": 30, "n_test": 3, "days_choices": [3]},
     "eval": {"max_queries": 3},
 }
 
@@ -44,7 +44,9 @@ def test_runs_launch_local_runs_and_waits_then_finds_them(tmp_path):
 
 def test_runs_launch_slurm_submits_once_and_shows_the_state(tmp_path):
     profile = tmp_path / "debug.yaml"
-    profile.write_text("cluster: debug\n")
+    profile.write_text(
+        "cluster: debug\nnodes: 1\ngpus_per_node: 0\ncpus_per_task: 2\nmem_gb: 4\ntimeout_min: 30\n"
+    )
     params = NotebookParams(results_dir=str(tmp_path / "runs"), launch="slurm", cluster=str(profile))
     grid = one_run_grid()
     report = runs.ensure_runs(params, grid)
