@@ -453,6 +453,7 @@ def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dic
 
     world = load_world(inputs["world"])
     queries = read_queries(inputs["data"])[: cfg.max_queries]
+    check_turn_budget(cfg, queries, world)
     models = _eval_models(cfg, inputs)
     tables: dict[str, pl.DataFrame] = {}
     rows: list[dict[str, Any]] = []
@@ -483,6 +484,33 @@ def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dic
     policy_kind = "expert" if models[-1][1] is None else "model"
     write_parquet_atomic(out / "rollouts.parquet", episodes.with_columns(pl.lit(policy_kind).alias("policy")))
     return {"chunk_log": chunk_log, "policy": policy_kind, "models": [m for m, _ in models]}
+
+
+def check_turn_budget(cfg: EvalStageConfig, queries: Sequence[Any], world: Any) -> int:
+    """Refuse an evaluation whose turn limit is below what the expert needs on its tasks; returns that need.
+
+    An episode cut by the turn limit scores 0 whatever the policy knows, so a limit the programmatic expert
+    cannot finish in measures the limit, not the policy (every arm then reads 0 %).
+
+    Raises:
+        ConfigError: naming both numbers and what to change.
+
+    """
+    from star_lib.agent.rollout import run_episodes
+
+    limit = rollout_config(cfg.protocol, **cfg.options).max_turns
+    with_reference = [q for q in queries if q.reference_plan]
+    if not with_reference:
+        return 0
+    roomy = rollout_config(cfg.protocol, **{**cfg.options, "max_turns": max(limit, 64), "reward": "none"})
+    episodes = run_episodes(_expert(cfg.protocol, cfg.seed), with_reference, world, roomy)
+    need = max(ep.turns for ep in episodes)
+    if need > limit:
+        raise ConfigError(
+            f"eval.max_turns is {limit} but the {cfg.protocol} expert needs {need} turns on this run's "
+            f"tasks: every longer episode would end at the limit; set eval.max_turns >= {need}"
+        )
+    return need
 
 
 def _episodes(

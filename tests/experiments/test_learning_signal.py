@@ -83,3 +83,17 @@ def test_quick_config_keeps_the_recipe_and_shrinks_the_budgets():
 def test_star_run_knows_the_named_configs(tmp_path, capsys):
     assert main(["run", "no-such-config", "--runs", str(tmp_path)]) == 2
     assert "learning-signal" in capsys.readouterr().err
+
+
+def test_an_eval_turn_limit_the_expert_cannot_finish_in_is_refused_naming_both_numbers(tmp_path):
+    from star_lib.experiments.config import ConfigError
+    from star_lib.experiments.pipeline import EvalStageConfig, check_turn_budget
+    from star_lib.synth.per_world import synthesize_per_world
+    from star_lib.travel.worldset import WorldSet
+
+    worlds = WorldSet("tiny")
+    tasks = synthesize_per_world(worlds, [3, 4], per_world=2, options={"days_choices": [3]})
+    need = check_turn_budget(EvalStageConfig(protocol="compact", options={"max_turns": 16}), tasks, worlds)
+    assert need > 4
+    with pytest.raises(ConfigError, match=rf"eval.max_turns is 4 but the compact expert needs {need} turns"):
+        check_turn_budget(EvalStageConfig(protocol="compact", options={"max_turns": 4}), tasks, worlds)
