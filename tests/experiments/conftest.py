@@ -308,7 +308,7 @@ def training_experiment() -> dict:
             "max_new_tokens": 32,
             "rollouts_per_step": 1,
         },
-        "eval": {"max_queries": 2, "max_turns": 2, "max_new_tokens": 32},
+        "eval": {"max_queries": 2, "max_turns": 30, "max_new_tokens": 32},  # room for the expert
     }
 
 

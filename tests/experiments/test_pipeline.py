@@ -98,7 +98,7 @@ def test_pipeline_whole_tiny_pipeline_with_sft_and_rl(tmp_path):
                 "max_new_tokens": 32,
                 "rollouts_per_step": 1,
             },
-            "eval": {"max_queries": 1, "max_turns": 2, "max_new_tokens": 32},
+            "eval": {"max_queries": 1, "max_turns": 30, "max_new_tokens": 32},
         }
     )
     result = run_experiment(cfg, tmp_path / "g" / "full")
