@@ -11,6 +11,11 @@ notebooks' parameters (``results_dir``, ``scale``, ``launch``, ``figures_dir``),
 - ``index.html`` — one row per notebook linking both files, with its one-line summary (the verdict the
   notebook displayed) and its figures as thumbnails.
 
+Relative ``results_dir`` values resolve against the project root (:func:`star_lib.viz.params.project_root`),
+exactly as the notebooks resolve them in JupyterLab, and are injected as absolute paths. Kernels start with
+ipykernel's own log at ``ERROR`` (:data:`KERNEL_ARGUMENTS`), so its "running over TCP without encryption"
+notice does not interleave with the report's output.
+
 A failed notebook does not stop the others; :class:`NotebookReport` names the notebook, the failing cell
 and the error, and ``star report`` prints them and exits with status 1.
 """
@@ -27,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from star_lib.viz.params import LAUNCH_MODES, SCALES
+from star_lib.viz.params import LAUNCH_MODES, SCALES, resolve_path
 
 NOTEBOOK_PATTERN = re.compile(r"^(\d\d)_[A-Za-z0-9_]+\.ipynb$")
 """Report notebooks: ``NN_name.ipynb``."""
@@ -48,6 +53,10 @@ OFFLINE_PRIORITY: tuple[str, ...] = (
     "text/plain",
 )
 """Output mimetypes the HTML shows, best first (no widget views, no JavaScript)."""
+KERNEL_ARGUMENTS: tuple[str, ...] = ("--IPKernelApp.log_level=ERROR",)
+"""Extra kernel arguments: ipykernel's startup notices (the local TCP transport warning) stay quiet."""
+THUMBNAIL_WIDTH_PX = 320
+"""Width of a figure thumbnail in ``index.html`` (the full PNG is one click away)."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +68,7 @@ class ReportConfig:
     out_dir: str = "reports"
     """Output folder (executed notebooks, HTML, ``figures/``, ``index.html``)."""
     results_dir: str = "runs"
-    """Runs folder the notebooks read (their ``results_dir`` parameter)."""
+    """Runs folder the notebooks read (their ``results_dir`` parameter); relative = under the project root."""
     scale: str = "tiny"
     """Grid scale (``tiny`` | ``paper``)."""
     launch: str = "none"
@@ -207,10 +216,10 @@ def run_notebook(source: Path, cfg: ReportConfig) -> NotebookReport:
     name = source.stem
     report = NotebookReport(name=name, title=name, executed=out_dir / f"{name}.ipynb")
     parameters = {
-        "results_dir": cfg.results_dir,
+        "results_dir": resolve_path(cfg.results_dir),
         "scale": cfg.scale,
         "launch": cfg.launch,
-        "figures_dir": str(out_dir / "figures"),
+        "figures_dir": str((out_dir / "figures").resolve()),
     }
     started = time.perf_counter()
     try:
@@ -222,6 +231,7 @@ def run_notebook(source: Path, cfg: ReportConfig) -> NotebookReport:
             progress_bar=False,
             cwd=os.getcwd(),
             execution_timeout=cfg.cell_timeout_s,
+            extra_arguments=list(KERNEL_ARGUMENTS),
         )
         report.ok = True
     except pm.PapermillExecutionError as exc:
@@ -260,8 +270,8 @@ def write_index(reports: Sequence[NotebookReport], cfg: ReportConfig) -> Path:
         )
         thumbs = "".join(
             f'<a href="figures/{html.escape(f)}.png">'
-            f'<img src="figures/{html.escape(f)}.png" alt="{html.escape(f)}" '
-            'style="height:90px;margin:2px;border:1px solid #ddd"></a>'
+            f'<img src="figures/{html.escape(f)}.png" alt="{html.escape(f)}" title="{html.escape(f)}" '
+            f'style="width:{THUMBNAIL_WIDTH_PX}px;height:auto;margin:4px;border:1px solid #ddd"></a>'
             for f in r.figures
             if (Path(cfg.out_dir) / "figures" / f"{f}.png").is_file()
         )
@@ -273,11 +283,11 @@ def write_index(reports: Sequence[NotebookReport], cfg: ReportConfig) -> Path:
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>STAR lab reports</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:1400px}}
+<style>body{{font-family:sans-serif;margin:2em;max-width:1800px}}
 td,th{{border-bottom:1px solid #ddd;padding:6px;
 vertical-align:top;text-align:left}}table{{border-collapse:collapse}}</style></head>
 <body><h1>STAR lab reports</h1>
-<p>Scale <b>{html.escape(cfg.scale)}</b>, runs from <code>{html.escape(cfg.results_dir)}</code>,
+<p>Scale <b>{html.escape(cfg.scale)}</b>, runs from <code>{html.escape(resolve_path(cfg.results_dir))}</code>,
 generated {stamp}.
 {sum(r.ok for r in reports)} of {len(reports)} notebooks ran without error.</p>
 <table><tr><th>notebook</th><th>status</th><th>summary</th><th>figures</th></tr>

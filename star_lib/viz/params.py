@@ -7,12 +7,18 @@ plain values (strings), and its first code cell is::
                             stages=stages, figures_dir=figures_dir)
 
 so ``papermill -p scale paper …`` and ``star report`` override them, and a bad value fails in that first cell
-with a message that says what to change. ``tests/notebooks`` checks that every notebook's parameters (as
+with a message that says what to change.
+
+Relative paths (``results_dir``, ``figures_dir``, ``cluster``) resolve against the project root
+(:func:`project_root`), not the kernel's working directory: JupyterLab (``star lab`` starts it in
+``notebooks/``), papermill and ``star report`` all read the same ``runs/`` folder at the repository root. Set
+``STAR_PROJECT_ROOT`` to use another root. ``tests/notebooks`` checks that every notebook's parameters (as
 ``papermill.inspect_notebook`` reads them) are exactly these fields with these defaults.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -21,6 +27,45 @@ SCALES: tuple[str, ...] = ("tiny", "paper")
 """Grid scales (``star_lib.experiments.grids.SCALES``)."""
 LAUNCH_MODES: tuple[str, ...] = ("none", "local", "slurm")
 """What a notebook does about missing runs: nothing, run them here and wait, or submit them to Slurm."""
+PROJECT_ROOT_ENV = "STAR_PROJECT_ROOT"
+"""Environment variable naming the project root that relative notebook paths resolve against."""
+PROJECT_MARKERS: tuple[str, ...] = ("pyproject.toml", "configs")
+"""What makes a folder the project root: it holds both (the repository root of this kit)."""
+PATH_FIELDS: tuple[str, ...] = ("results_dir", "figures_dir", "cluster")
+"""Parameters that name paths (resolved against :func:`project_root` when relative)."""
+
+
+def project_root(start: str | os.PathLike[str] | None = None) -> Path:
+    """Return the folder relative notebook paths resolve against.
+
+    In order: ``$STAR_PROJECT_ROOT``; else the nearest folder at or above ``start`` (default: the working
+    directory) that holds ``pyproject.toml`` and ``configs/``; else ``start`` itself.
+
+    Raises:
+        ValueError: ``STAR_PROJECT_ROOT`` is set to something that is not a folder.
+
+    """
+    configured = os.environ.get(PROJECT_ROOT_ENV, "").strip()
+    if configured:
+        root = Path(configured).expanduser()
+        if not root.is_dir():
+            raise ValueError(
+                f"{PROJECT_ROOT_ENV}={configured!r} is not a folder; unset it or name the project folder"
+            )
+        return root.resolve()
+    here = Path(start if start is not None else os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / PROJECT_MARKERS[0]).is_file() and (folder / PROJECT_MARKERS[1]).is_dir():
+            return folder
+    return here
+
+
+def resolve_path(value: str, root: str | os.PathLike[str] | None = None) -> str:
+    """Return ``value`` as an absolute path: kept when absolute, else under ``root`` (or the project root)."""
+    path = Path(value).expanduser()
+    if path.is_absolute():
+        return str(path)
+    return str((Path(root) if root is not None else project_root()) / path)
 
 
 @dataclass(frozen=True)
@@ -28,7 +73,8 @@ class NotebookParams:
     """Where a finding notebook reads runs from, at which scale, and whether it launches missing runs."""
 
     results_dir: str = "runs"
-    """The runs folder (``runs/<grid>/<run>/``) the results store reads and launched runs write into."""
+    """The runs folder (``runs/<grid>/<run>/``) the results store reads and launched runs write into;
+    relative = under the project root (:func:`project_root`)."""
     scale: str = "tiny"
     """Grid scale: ``tiny`` (CPU preset, minutes) or ``paper`` (Qwen2.5 models on GPUs)."""
     launch: str = "none"
@@ -67,6 +113,12 @@ class NotebookParams:
                 raise ValueError(
                     f"stages: {unknown} unknown; use a comma-separated subset of {list(STAGE_NAMES)}"
                 )
+        root = None
+        for name in PATH_FIELDS:  # the same folder whatever the kernel's working directory
+            value = getattr(self, name).strip()
+            if value and not Path(value).expanduser().is_absolute():
+                root = root or project_root()
+                object.__setattr__(self, name, resolve_path(value, root))
 
     @property
     def stage_list(self) -> list[str] | None:
@@ -76,12 +128,12 @@ class NotebookParams:
 
     @property
     def results_path(self) -> Path:
-        """``results_dir`` as a path."""
+        """``results_dir`` as an absolute path."""
         return Path(self.results_dir)
 
     @property
     def figures_path(self) -> Path | None:
-        """``figures_dir`` as a path, or None when figures are only shown."""
+        """``figures_dir`` as an absolute path, or None when figures are only shown."""
         return Path(self.figures_dir) if self.figures_dir.strip() else None
 
     @classmethod

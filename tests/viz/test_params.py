@@ -16,7 +16,9 @@ def test_params_defaults_are_plain_strings():
 def test_params_stage_list_and_paths():
     params = NotebookParams(results_dir="r", stages=" world, synth ,eval", figures_dir="out/fig")
     assert params.stage_list == ["world", "synth", "eval"]
-    assert str(params.results_path) == "r" and str(params.figures_path) == "out/fig"
+    from star_lib.viz.params import project_root
+
+    assert params.results_path == project_root() / "r" and params.figures_path == project_root() / "out/fig"
 
 
 @pytest.mark.parametrize(
