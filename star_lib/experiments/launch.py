@@ -17,6 +17,8 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from star_lib.io import read_json, write_text_atomic
+
 LAUNCH_ENV = ("STAR_LAUNCHER", "STAR_GPUS_PER_NODE", "STAR_NODES")
 """Environment variables a job sets for its training stages."""
 
@@ -66,7 +68,7 @@ def run_launched(stage: str, config: Any, out: Path) -> None:
     payload = asdict(config) if is_dataclass(config) else dict(config)
     path = out / f"{stage}_launch.json"
     out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, default=_jsonable))
+    write_text_atomic(path, json.dumps(payload, default=_jsonable))  # the other nodes wait for this file
     profile = ClusterProfile(
         name="job", cluster="slurm", nodes=nodes, gpus_per_node=max(gpus, 1), launcher=launcher
     )
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m star_lib.experiments.launch <sft|rl> <config.json>", file=sys.stderr)
         return 2
     stage, path = args
-    values = json.loads(Path(path).read_text())
+    values = read_json(path)
     if stage == "sft":
         from star_lib.train.sft import SFTRunConfig, run_sft
 

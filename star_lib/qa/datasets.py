@@ -136,13 +136,16 @@ def read_jsonl(
         raise QADataError(f"QA file not found: {path}")
     name = canonical_name(dataset or path.stem)
     examples = []
-    with path.open("r", encoding="utf-8-sig") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
+    with path.open("rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
             try:
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+                if not line.strip():
+                    continue
                 examples.append(parse_example(json.loads(line), name, f"{name}_{lineno}"))
-            except ValueError as exc:  # json.JSONDecodeError is a ValueError
+            except RecursionError:
+                raise QADataError(f"{path}:{lineno}: corrupt QA record: JSON nested too deeply") from None
+            except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
                 message = f"{path}:{lineno}: corrupt QA record: {exc}"
                 if strict:
                     raise QADataError(

@@ -154,6 +154,10 @@ def parse_corpus_line(path: Path, raw: bytes, index: int, lineno: int | None = N
         if _is_tsv(path):
             return parse_passage_tsv(text, index)
         return parse_passage_json(json.loads(text), index)
+    except RecursionError:
+        raise ValueError(
+            f"{path}: passage {index}: JSON nested too deeply; fix or remove that line"
+        ) from None
     except (UnicodeDecodeError, ValueError) as exc:
         where = f"line {lineno}" if lineno is not None else f"passage {index}"
         raise ValueError(f"{path}:{where}: corrupt corpus passage ({exc}); fix or remove that line") from exc

@@ -17,10 +17,10 @@ that tells the model what to change.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
+from star_lib.io import loads_strict
 from star_lib.qa.retriever import Passage, Retriever
 from star_lib.types import Observation
 
@@ -137,9 +137,11 @@ def _query_argument(arguments: Any) -> str | Observation:
     """Return the stripped ``query`` string, or an error observation saying what is wrong."""
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return _error("bad_arguments", 'Search arguments must be a JSON object like {"query": "…"}.')
+            arguments = loads_strict(arguments)  # deep JSON and duplicate keys are errors, never a raise
+        except ValueError as exc:
+            return _error(
+                "bad_arguments", f'Search arguments must be a JSON object like {{"query": "…"}} ({exc}).'
+            )
     if not isinstance(arguments, dict):
         return _error(
             "bad_arguments",

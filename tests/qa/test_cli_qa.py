@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import polars as pl
+import pytest
 
 from star_lib.cli import build_parser, main
 
@@ -86,3 +87,24 @@ def test_cache_dir_wins_over_a_writable_corpus_folder(tmp_path, monkeypatch):
     index = default_index_dir(corpus)
     assert index.parent == tmp_path / "cache" / "qa_index" and index.name.endswith(".bm25s")
     assert default_index_dir(corpus, cache_dir=tmp_path / "other").parent == tmp_path / "other" / "qa_index"
+
+
+def test_search_arguments_never_raise_on_deep_json_or_duplicate_keys():
+    from star_lib.qa.tools import _query_argument
+
+    assert _query_argument('{"query": " who "}') == "who"
+    for bad in ("[" * 100_000 + "]" * 100_000, '{"query": "a", "query": "b"}'):
+        observation = _query_argument(bad)
+        assert not isinstance(observation, str) and "JSON object" in observation.text
+
+
+def test_qa_reader_names_the_line_of_bad_bytes_and_deep_json(tmp_path):
+    from star_lib.qa.datasets import QADataError, read_jsonl
+
+    path = tmp_path / "nq.jsonl"
+    path.write_bytes(b'{"question": "q", "golden_answers": ["a"]}\n{"question": "\xff"}\n')
+    with pytest.raises(QADataError, match=rf"{path}:2: corrupt QA record"):
+        read_jsonl(path)
+    path.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(QADataError, match=rf"{path}:1: corrupt QA record: JSON nested too deeply"):
+        read_jsonl(path)
