@@ -22,6 +22,10 @@ def _demo(args: argparse.Namespace) -> int:
     import json
 
     from star_lib.demo import DemoConfig, main_steps, run_demo
+    from star_lib.io import check_output_dir
+
+    check_output_dir(args.runs, "--runs")
+    check_output_dir(args.reports, "--reports")
 
     cfg = DemoConfig(
         runs_dir=args.runs,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 KERNEL_NAME = "star-lab"
 """Name of the Jupyter kernel ``star lab`` registers (in this environment's prefix)."""
@@ -47,8 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _report(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from star_lib.io import check_output_dir
     from star_lib.reports import ReportConfig, build_reports, describe_failure, failure_table
 
+    check_output_dir(args.out)
+    if not Path(args.notebooks).is_dir():
+        raise FileNotFoundError(f"--notebooks {args.notebooks}: no such notebook folder")
     cfg = ReportConfig(
         notebooks_dir=args.notebooks,
         out_dir=args.out,

@@ -182,12 +182,19 @@ CASES: list[tuple[list[str], str]] = [
     # ── star plan ──
     (["plan", "{d}/partial_rl.yaml", "--cluster", "{d}/nope.yaml"], "nope.yaml"),
     (["plan", "{d}/partial_rl.yaml", "--cluster", "{d}/profile_ok.yaml"], "profile_ok.yaml"),  # no GPUs
-    (["plan", "{d}/partial_rl.yaml", "--cluster", "{d}/profile_ok.yaml", "--strategy", "zero9"], "--strategy"),
+    (
+        ["plan", "{d}/partial_rl.yaml", "--cluster", "{d}/profile_ok.yaml", "--strategy", "zero9"],
+        "--strategy",
+    ),
     # ── star report / lab / demo ──
     (["report", "--scale", "huge"], "--scale"),
     (["report", "--launch", "everywhere"], "--launch"),
     (["lab", "--port", "x"], "--port"),
     (["demo", "--seed", "x"], "--seed"),
+    (["demo", "--runs", "{d}/afile"], "--runs"),
+    (["demo", "--reports", "{d}/afile/r"], "--reports"),
+    (["report", "--out", "{d}/afile"], "--out"),
+    (["report", "--out", "{d}/r", "--notebooks", "{d}/nope"], "--notebooks"),
 ]
 
 
