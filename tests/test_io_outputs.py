@@ -212,3 +212,13 @@ def test_readers_name_the_file_and_line_of_bad_bytes_and_deep_json(tmp_path):
         read_yaml(deep_yaml)
     with pytest.raises(ValueError, match="is a folder"):
         read_yaml(tmp_path)
+
+
+def test_react_tool_call_with_a_duplicate_key_is_a_format_error():
+    """Issue 12 item 8: `{"date": "a", "date": "b"}` in a tool call is refused in the protocol."""
+    from star_lib.agent.react import FormatError, parse_turn
+
+    call = '<think>x</think><tool_call>{"name": "SearchFlight", "arguments": {%s}}</tool_call>'
+    turn = parse_turn(call % '"date": "2022-03-16", "date": "2022-03-17"')
+    assert isinstance(turn, FormatError) and "duplicate key 'date'" in turn.reason
+    assert parse_turn(call % '"date": "2022-03-16"').arguments == {"date": "2022-03-16"}

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from star_lib.io import loads_strict
 from star_lib.types import DayPlan, QueryRecord, ToolCall, Tools
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -121,7 +122,7 @@ def _tag_count_problem(counts: dict[str, int]) -> str | None:
 def _parse_call(body: str) -> ToolCall | FormatError:
     """Parse the JSON inside ``<tool_call>``: an object with a string ``name`` and an object ``arguments``."""
     try:
-        payload = json.loads(body)
+        payload = loads_strict(body)  # a key given twice is an error here, not a silent last-wins
     except (ValueError, RecursionError) as exc:
         return FormatError(
             f'the tool call is not valid JSON ({_short(exc)}); write {{"name": …, "arguments": {{…}}}}'
