@@ -89,7 +89,168 @@ def _pts(value: float) -> str:
     return f"{100 * value:+.1f} pts"
 
 
-# ───────────────────────────── comparisons and verdicts ─────────────────────────────
+# ───────────────────────────── evidence, comparisons and verdicts ─────────────────────────────
+
+INTERVAL_Z = 1.96
+"""Half-width of every interval shown (``± …``), in standard errors: a normal 95 % interval."""
+MAX_TRUNCATED = 0.5
+"""Evidence gate: largest share of the reference arm's episodes that may end at the turn or context limit.
+Above it the arm measures the limit rather than the policy, and its comparisons read *no evidence*."""
+MAX_FORMAT_ERRORS = 0.5
+"""Evidence gate: largest share of the reference arm's episodes with a format error
+(``eval/format_error_rate``) or a malformed ending (``eval/termination/malformed``)."""
+SHIFT_POINTS = 0.10
+"""A transport share (flight / self-driving / taxi of the plans' travel legs) that moves by more than this
+(10 pts) while final pass rises is reported as a behaviour shift behind the gain."""
+OUTCOMES: tuple[str, ...] = ("agrees", "flat", "opposite", "missing", "no evidence")
+"""Every outcome a comparison can have; *missing* and *no evidence* are not counted in the verdict."""
+
+HEALTH_METRICS: dict[str, str] = {
+    "final_pass": FINAL,
+    "untrained": "eval/base/final_pass",
+    "answer": "eval/termination/answer",
+    "turn limit": "eval/termination/turn_limit",
+    "context limit": "eval/termination/context_limit",
+    "malformed": "eval/termination/malformed",
+    "format errors": "eval/format_error_rate",
+    "flight": "eval/transport/flight",
+    "self-driving": "eval/transport/self-driving",
+    "taxi": "eval/transport/taxi",
+    "tool calls": "eval/tool_calls",
+    "turns": "eval/turns",
+    "episodes": "eval/n",
+}
+"""Columns of a finding's run-health table (:attr:`Finding.health`) → the eval metric each one averages."""
+HEALTH_PERCENT: tuple[str, ...] = (
+    "final_pass",
+    "± (95 %)",
+    "untrained",
+    "answer",
+    "turn limit",
+    "context limit",
+    "malformed",
+    "format errors",
+    "flight",
+    "self-driving",
+    "taxi",
+)
+"""Health-table columns holding fractions (shown as percentages)."""
+TERMINATION_COLUMNS: tuple[str, ...] = ("answer", "turn limit", "context limit", "malformed")
+"""The termination mix of the health table (shares of the arm's evaluation episodes)."""
+TRANSPORT_COLUMNS: tuple[str, ...] = ("flight", "self-driving", "taxi")
+"""The transport mix of the health table (shares of the plans' travel legs)."""
+
+
+def _finite(value: Any) -> float | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One side of a comparison: a group of our runs (seeds pooled) and the health of its episodes."""
+
+    label: str
+    """The arm's axis value, e.g. ``fail=0.1`` or ``curriculum``."""
+    value: float | None
+    """Final pass rate (mean over the arm's runs)."""
+    se: float | None = None
+    """Standard error of ``value``: the larger of the seeds' SE and the binomial SE of the pooled episodes;
+    None when neither is known (one run without an episode count)."""
+    floor: float | None = None
+    """The untrained model's final pass on the same tasks (``eval/base/final_pass``), when evaluated."""
+    turn_limit: float = 0.0
+    """Share of episodes that ended at the turn limit."""
+    context_limit: float = 0.0
+    """Share of episodes that ended at the context limit."""
+    format_errors: float = 0.0
+    """Share of episodes with a format error or a malformed ending."""
+    turns: float | None = None
+    """Mean turns per episode."""
+    transport: Mapping[str, float] = field(default_factory=dict)
+    """Shares of the travel legs by kind (``flight``, ``self-driving``, ``taxi``); empty when unknown."""
+
+    @property
+    def interval(self) -> float | None:
+        """Half-width of the arm's 95 % interval (:data:`INTERVAL_Z` standard errors), None when unknown."""
+        return None if self.se is None else INTERVAL_Z * self.se
+
+    @property
+    def truncated(self) -> float:
+        """Share of episodes cut by a limit (turn or context)."""
+        return self.turn_limit + self.context_limit
+
+
+def _limit_reason(arms: Sequence[Arm], ref: Arm) -> str | None:
+    """Why the reference arm's episodes measure a limit, or None when they are not dominated by one."""
+    if ref.truncated <= MAX_TRUNCATED:
+        return None
+    every = all(a.truncated >= 1.0 - 1e-9 for a in arms)
+    only_turns = all(a.context_limit == 0 for a in arms)
+    turns = {round(a.turns) for a in arms if a.turns is not None}
+    if every and only_turns:
+        limit = f"{turns.pop()}-turn limit" if len(turns) == 1 else "turn limit"
+        return f"every episode hit the {limit}"
+    if every:
+        return "every episode hit the turn or context limit"
+    return (
+        f"{_pct(ref.truncated)} of the {ref.label} episodes hit the turn or context limit "
+        f"(the gate allows {_pct(MAX_TRUNCATED)})"
+    )
+
+
+def evidence_gate(arms: Sequence[Arm]) -> str | None:
+    """Return why the arms show no signal ("no evidence"), or None when a comparison of them may be judged.
+
+    The reference arm is the best-scoring arm (a difference can only be read when something scores). It must
+    beat a floor — the untrained model (``eval/base/final_pass``) when the runs evaluated it, else 0 — by more
+    than its interval (:data:`INTERVAL_Z` standard errors), and its episodes must not be dominated by
+    truncation (more than :data:`MAX_TRUNCATED` at the turn or context limit) or by format errors (more than
+    :data:`MAX_FORMAT_ERRORS`). Every failed condition is named, e.g. "every episode hit the 4-turn limit;
+    final pass 0 % in every arm".
+
+    Example:
+        >>> cut = [Arm(f"fail={r}", 0.0, turn_limit=1.0, turns=4) for r in (0.05, 0)]
+        >>> evidence_gate(cut)
+        'every episode hit the 4-turn limit; final pass 0 % in every arm'
+        >>> evidence_gate([Arm("a", 0.9, se=0.05), Arm("b", 0.5, se=0.1)]) is None
+        True
+
+    """
+    scored = [a for a in arms if a.value is not None]
+    if not scored:
+        return None
+    ref = max(scored, key=lambda a: a.value or 0.0)
+    reasons = []
+    limit = _limit_reason(scored, ref)
+    if limit:
+        reasons.append(limit)
+    if ref.format_errors > MAX_FORMAT_ERRORS:
+        reasons.append(
+            f"{_pct(ref.format_errors)} of the {ref.label} episodes have format errors "
+            f"(the gate allows {_pct(MAX_FORMAT_ERRORS)})"
+        )
+    floor = ref.floor if ref.floor is not None else 0.0
+    interval = ref.interval or 0.0
+    if (ref.value or 0.0) - floor <= interval:
+        if ref.floor is None and all(a.value == 0 for a in scored):
+            reasons.append("final pass 0 % in every arm")
+        elif ref.floor is None:
+            reasons.append(
+                f"the best arm ({ref.label}: {_pct(ref.value)} ± {_pts_abs(interval)}) is within "
+                "its interval of 0 %"
+            )
+        else:
+            reasons.append(
+                f"the best arm ({ref.label}: {_pct(ref.value)} ± {_pts_abs(interval)}) does not beat "
+                f"the untrained model ({_pct(ref.floor)}) by more than its interval"
+            )
+    return "; ".join(reasons) or None
+
+
+def _pts_abs(value: float) -> str:
+    return f"{100 * value:.1f} pts"
 
 
 @dataclass(frozen=True)
@@ -112,34 +273,81 @@ class Comparison:
     """Differences within this are flat (for ``higher``/``lower``)."""
     stable_tolerance: float = 0.05
     """Largest difference that still counts as ``similar``."""
+    arms: tuple[Arm, ...] = ()
+    """Our two arms (first, second) when known: their intervals and the evidence gate read them."""
+
+    @property
+    def interval(self) -> float | None:
+        """Half-width of the difference's 95 % interval (the arms' intervals in quadrature), when known."""
+        intervals = [a.interval for a in self.arms]
+        if len(intervals) != 2 or self.our_diff is None or None in intervals:
+            return None
+        return math.sqrt(sum(i**2 for i in intervals if i is not None))
+
+    @property
+    def no_evidence(self) -> str | None:
+        """Why our arms show no signal (see :func:`evidence_gate`), or None; only final pass is gated."""
+        if self.our_diff is None or not self.arms or self.metric != FINAL:
+            return None
+        return evidence_gate(self.arms)
 
     @property
     def outcome(self) -> str:
-        """``agrees`` | ``flat`` | ``opposite`` | ``missing``."""
+        """``agrees`` | ``flat`` | ``opposite`` | ``missing`` | ``no evidence``."""
         diff = self.our_diff
         if diff is None or (isinstance(diff, float) and math.isnan(diff)):
             return "missing"
+        if self.no_evidence:
+            return "no evidence"
         if self.expect == "similar":
             return "agrees" if abs(diff) <= self.stable_tolerance else "opposite"
         if abs(diff) <= self.tolerance:
             return "flat"
         return "agrees" if (diff > 0) == (self.expect == "higher") else "opposite"
 
+    def difference(self) -> str:
+        """Our difference with its interval, e.g. ``+2.0 ± 3.1 pts`` (``–`` when our runs lack a side)."""
+        if self.our_diff is None:
+            return "–"
+        interval = self.interval
+        spread = f" ± {100 * interval:.1f}" if interval is not None else ""
+        return f"{100 * self.our_diff:+.1f}{spread} pts"
+
     def describe(self) -> str:
-        """Describe the comparison as a clause of the verdict sentence."""
-        ours = "not in our runs" if self.our_diff is None else f"ours {_pts(self.our_diff)}"
-        return f"{self.label} (paper {self.paper}; {ours}: {self.outcome})"
+        """Describe the comparison as a clause of the verdict sentence, its outcome spelled out."""
+        paper = f"paper {self.paper}"
+        outcome = self.outcome
+        if outcome == "missing":
+            return f"{self.label}: missing, not in our runs ({paper})"
+        ours = f"ours {self.difference()}"
+        if outcome == "no evidence":
+            return f"{self.label}: no evidence, {self.no_evidence} ({ours}; {paper})"
+        if outcome == "agrees":
+            return f"{self.label}: agrees, {ours} ({paper})"
+        if outcome == "flat":
+            return (
+                f"{self.label}: flat, {ours} is within the ±{100 * self.tolerance:.0f} pt tolerance "
+                f"where the paper has a difference ({paper})"
+            )
+        if self.expect == "similar":
+            return (
+                f"{self.label}: opposite, {ours} differs by more than the ±{100 * self.stable_tolerance:.0f} "
+                f"pts the paper calls stable ({paper})"
+            )
+        return f"{self.label}: opposite, {ours} goes against the paper's direction ({paper})"
 
 
 def comparisons_frame(comparisons: Sequence[Comparison]) -> pl.DataFrame:
-    """Return the comparisons as a table (one row each, with the outcome)."""
+    """Return the comparisons as a table (one row each, with the outcome and why a gate held it back)."""
     schema = {
         "comparison": pl.String,
         "metric": pl.String,
         "paper": pl.String,
         "ours": pl.String,
         "our difference (pts)": pl.Float64,
+        "± (95 %, pts)": pl.Float64,
         "outcome": pl.String,
+        "why": pl.String,
     }
     rows = [
         {
@@ -148,15 +356,25 @@ def comparisons_frame(comparisons: Sequence[Comparison]) -> pl.DataFrame:
             "paper": c.paper,
             "ours": c.ours or "–",
             "our difference (pts)": None if c.our_diff is None else 100 * c.our_diff,
+            "± (95 %, pts)": None if c.interval is None else 100 * c.interval,
             "outcome": c.outcome,
+            "why": c.no_evidence,
         }
         for c in comparisons
     ]
     return pl.DataFrame(rows, schema=schema)
 
 
+_HEADS = {"agrees": "Agrees", "flat": "Flat", "opposite": "Opposite"}
+
+
 def verdict(comparisons: Sequence[Comparison], *, have_runs: bool, scope: str = "") -> str:
-    """One sentence: whether our runs move in the paper's direction, computed from the comparisons.
+    """One sentence: how our runs compare with the paper, each comparison's outcome spelled out.
+
+    The sentence opens with one word — ``Agrees`` (every judged comparison agrees), ``Flat``, ``Opposite``,
+    ``Mixed`` (outcomes differ) or ``No evidence`` (the evidence gate held every comparison back) — then
+    counts the outcomes and lists each comparison with our difference and its 95 % interval. Comparisons
+    that are *missing* or have *no evidence* are listed but not counted as agreeing or disagreeing.
 
     Args:
         comparisons: The paper's statements checked on our runs.
@@ -165,8 +383,8 @@ def verdict(comparisons: Sequence[Comparison], *, have_runs: bool, scope: str = 
 
     Example:
         >>> c = Comparison("7B > 1.5B", FINAL, "higher", "62.8 % vs 33.1 %", our_diff=0.05)
-        >>> print(verdict([c], have_runs=True)[:64])
-        Yes: our runs move in the paper's direction on 1 of 1 comparison
+        >>> print(verdict([c], have_runs=True)[:94])
+        Agrees: our runs agree with the paper on 1 of 1 comparison — 7B > 1.5B: agrees, ours +5.0 pts
 
     """
     if not have_runs:
@@ -174,21 +392,35 @@ def verdict(comparisons: Sequence[Comparison], *, have_runs: bool, scope: str = 
             "No finished runs of this finding yet, so nothing can be compared with the paper; "
             "launch them (launch='local' or 'slurm') or point results_dir at a runs folder."
         )
-    checked = [c for c in comparisons if c.outcome != "missing"]
-    if not checked:
+    present = [c for c in comparisons if c.outcome != "missing"]
+    if not present:
         what = f" ({scope})" if scope else ""
         expected = "; ".join(f"{c.label}: paper {c.paper}" for c in comparisons) or "none stated"
         return (
             f"Our runs{what} have no pair that matches one of the paper's comparisons ({expected}), "
             "so the paper's direction cannot be checked at this scale."
         )
-    agree = sum(c.outcome == "agrees" for c in checked)
-    head = "Yes" if agree == len(checked) else ("No" if agree == 0 else "Partly")
-    plural = "comparison" if len(checked) == 1 else "comparisons"
-    details = "; ".join(c.describe() for c in checked)
-    return (
-        f"{head}: our runs move in the paper's direction on {agree} of {len(checked)} {plural} — {details}."
-    )
+    judged = [c for c in present if c.outcome != "no evidence"]
+    held = len(present) - len(judged)
+    details = "; ".join(c.describe() for c in present)
+    if not judged:
+        plural = "comparison" if held == 1 else "comparisons"
+        return (
+            f"No evidence: our runs show no signal to judge {held} {plural} by, so none counts as agreeing "
+            f"or disagreeing with the paper — {details}."
+        )
+    counts = {o: sum(c.outcome == o for c in judged) for o in ("agrees", "flat", "opposite")}
+    kinds = [o for o, n in counts.items() if n]
+    head = _HEADS[kinds[0]] if len(kinds) == 1 else "Mixed"
+    plural = "comparison" if len(judged) == 1 else "comparisons"
+    parts = [f"agree with the paper on {counts['agrees']} of {len(judged)} {plural}"]
+    if counts["flat"]:
+        parts.append(f"are flat (no difference beyond the tolerance) on {counts['flat']}")
+    if counts["opposite"]:
+        parts.append(f"go the opposite way on {counts['opposite']}")
+    tally = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
+    gated = f"; {held} more show no evidence and are not counted" if held else ""
+    return f"{head}: our runs {tally}{gated} — {details}."
 
 
 # ───────────────────────────── the finding ─────────────────────────────
@@ -216,6 +448,13 @@ class Finding:
     """Further tables (``ood``, ``cost``, ``effects`` …)."""
     notes: list[str] = field(default_factory=list)
     """What is missing or approximated, in plain words."""
+    health: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """Run health per arm (:func:`arm_stats`): final pass ± its interval, the termination mix, format errors,
+    the transport mix, tool calls and turns per episode."""
+    checks: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """The per-check failure profile per arm (:func:`check_failures`)."""
+    shifts: list[str] = field(default_factory=list)
+    """Gains that come with a shift in behaviour (:func:`behaviour_shifts`); also said in the verdict."""
 
     @property
     def comparison_table(self) -> pl.DataFrame:
@@ -327,16 +566,20 @@ def _pair(
     metric: str,
     tolerance: float,
     stable_tolerance: float,
+    arm_a: Arm | None = None,
+    arm_b: Arm | None = None,
 ) -> Comparison:
     """Build a comparison from two paper numbers, the paper's higher value first."""
     if paper_b > paper_a:
-        label_a, label_b, paper_a, paper_b, ours_a, ours_b = (
+        label_a, label_b, paper_a, paper_b, ours_a, ours_b, arm_a, arm_b = (
             label_b,
             label_a,
             paper_b,
             paper_a,
             ours_b,
             ours_a,
+            arm_b,
+            arm_a,
         )
     expect = _expect(paper_a - paper_b, tolerance)
     sign = "≈" if expect == "similar" else ">"
@@ -351,7 +594,12 @@ def _pair(
         ours=ours_text,
         tolerance=tolerance,
         stable_tolerance=stable_tolerance,
+        arms=_arm_pair(diff, arm_a, arm_b),
     )
+
+
+def _arm_pair(diff: float | None, arm_a: Arm | None, arm_b: Arm | None) -> tuple[Arm, ...]:
+    return (arm_a, arm_b) if diff is not None and arm_a is not None and arm_b is not None else ()
 
 
 def categorical_comparisons(
@@ -362,11 +610,13 @@ def categorical_comparisons(
     metric: str = FINAL,
     tolerance: float = 0.01,
     stable_tolerance: float = 0.05,
+    stats: pl.DataFrame | None = None,
 ) -> list[Comparison]:
     """Every pair of ``axis`` values the paper reports for one model, checked within each of our models.
 
     Our model is compared with the same paper model when the paper reports it, else with the paper's
-    smallest model that reports a pair.
+    smallest model that reports a pair. ``stats`` (:func:`arm_stats` by model and ``axis``) gives each
+    comparison its arms, so it carries an interval and passes the evidence gate.
     """
     paper = paper.filter(pl.col("value").is_not_null() & pl.col(axis).is_not_null())
     by_model = {m: _values(paper.filter(pl.col("model") == m), axis) for m in _models_in(paper)}
@@ -378,6 +628,7 @@ def categorical_comparisons(
         ref = our_model if our_model in by_model else next(iter(by_model))
         p = by_model[ref]
         o = _values(mine.filter(pl.col("model") == our_model), axis) if mine.height else {}
+        arms = _arms(stats, axis, our_model) if stats is not None else {}
         keys = sorted(p, key=lambda k: order.index(k) if k in order else len(order))
         for a, b in itertools.combinations(keys, 2):
             out.append(
@@ -393,6 +644,8 @@ def categorical_comparisons(
                     metric,
                     tolerance,
                     stable_tolerance,
+                    arms.get(a),
+                    arms.get(b),
                 )
             )
     return out
@@ -408,6 +661,8 @@ def _claim(
     metric: str,
     tolerance: float,
     stable_tolerance: float,
+    arm_a: Arm | None = None,
+    arm_b: Arm | None = None,
 ) -> Comparison:
     """Build a comparison from a qualitative statement of the paper."""
     diff = None if ours_a is None or ours_b is None else ours_a - ours_b
@@ -420,6 +675,7 @@ def _claim(
         ours=f"{our_context}: {_pct(ours_a)} vs {_pct(ours_b)}" if diff is not None else "",
         tolerance=tolerance,
         stable_tolerance=stable_tolerance,
+        arms=_arm_pair(diff, arm_a, arm_b),
     )
 
 
@@ -453,6 +709,208 @@ def _wide_metrics(rows: pl.DataFrame, by: Sequence[str], metrics: Sequence[str])
     return wide.select(*by, *[pl.col(m).alias(c) for m, c in cols.items()]).sort(list(by))
 
 
+# ───────────────────────────── arms: run health and behaviour ─────────────────────────────
+
+_SFT_METRICS: dict[str, str] = {
+    "sft final_pass": "eval/sft/final_pass",
+    **{f"sft {kind}": f"eval/sft/transport/{kind}" for kind in TRANSPORT_COLUMNS},
+}
+"""The SFT model's numbers when a run also evaluated it (``eval.models: [..., sft, rl]``)."""
+
+
+def arm_label(axis: str, value: Any) -> str:
+    """Short name of an arm by its axis value (``tool_failure_rate`` 0.1 → ``fail=0.1``, 100 → ``n=100``)."""
+    if axis == "tool_failure_rate" and isinstance(value, (int, float)):
+        return f"fail={value:g}"
+    if axis == "rl_data_size":
+        return f"n={value}"
+    if axis == "model":
+        return model_label(value)
+    return str(value)
+
+
+def arm_stats(rows: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+    """Per arm (one row per combination of ``by``, seeds pooled): final pass with its interval and the health.
+
+    Columns: ``by``, then :data:`HEALTH_METRICS` (means over the arm's runs; ``episodes`` is their sum), the
+    standard error ``se`` and the 95 % half-width ``± (95 %)`` of final pass (the larger of the seeds' SE and
+    the binomial SE over the pooled episodes, Laplace-smoothed: p = (passes + 1) / (episodes + 2), so
+    0 of 12 is 0 % ± 13.5 pts rather than an exact 0 ± 0), ``runs``, and the SFT model's final pass and
+    transport mix (``sft …``) when the runs evaluated it.
+    """
+    metrics = {**HEALTH_METRICS, **_SFT_METRICS}
+    columns = {
+        **{k: rows.schema[k] if k in rows.schema else pl.String for k in by},
+        **{name: pl.Float64 for name in metrics},
+        "se": pl.Float64,
+        "± (95 %)": pl.Float64,
+        "runs": pl.UInt32,
+    }
+    picked = rows.filter(pl.col("metric").is_in(list(metrics.values()))) if rows.height else rows
+    if picked.height == 0 or not picked.filter(pl.col("metric") == FINAL).height:
+        return pl.DataFrame(schema=columns)
+    per_run = (
+        picked.group_by([*by, "grid", "run", "metric"])
+        .agg(pl.col("value").mean())
+        .pivot(on="metric", index=[*by, "grid", "run"], values="value")
+    )
+    for metric in metrics.values():
+        if metric not in per_run.columns:
+            per_run = per_run.with_columns(pl.lit(None, dtype=pl.Float64).alias(metric))
+    per_run = per_run.filter(pl.col(FINAL).is_not_null())
+    stats = per_run.group_by(list(by)).agg(
+        *[pl.col(m).mean().alias(name) for name, m in metrics.items() if name != "episodes"],
+        pl.col("eval/n").sum().alias("episodes"),
+        pl.col(FINAL).std().fill_null(0.0).alias("_sd"),
+        pl.len().cast(pl.UInt32).alias("runs"),
+    )
+    # Laplace-smoothed binomial SE, so 0 of 12 (or 12 of 12) does not read as an exact 0 % ± 0
+    smoothed = (pl.col("final_pass") * pl.col("episodes") + 1) / (pl.col("episodes") + 2)
+    binomial = (smoothed * (1 - smoothed) / (pl.col("episodes") + 2)).sqrt()
+    binomial = pl.when(pl.col("episodes") > 0).then(binomial)  # null without an episode count
+    seeds = pl.when(pl.col("runs") >= 2).then(pl.col("_sd") / pl.col("runs").cast(pl.Float64).sqrt())
+    stats = stats.with_columns(pl.max_horizontal(binomial, seeds).alias("se"))
+    stats = stats.with_columns((INTERVAL_Z * pl.col("se")).alias("± (95 %)"))
+    return stats.select(list(columns)).sort(list(by))
+
+
+def health_table(stats: pl.DataFrame) -> pl.DataFrame:
+    """Return the run-health table a finding shows (one row per arm).
+
+    Per arm: the termination mix, format errors, the transport mix, tool calls and turns beside final pass
+    and its interval; the SFT model's columns only when the runs evaluated it.
+    """
+    by = stats.columns[: stats.columns.index("final_pass")]
+    rest = [c for c in stats.columns if c not in (*by, "final_pass", "± (95 %)", "se")]
+    shown = stats.select(*by, "final_pass", "± (95 %)", *rest)
+    sft = [c for c in _SFT_METRICS if c in shown.columns]
+    if not shown.height or all(shown[c].null_count() == shown.height for c in sft):
+        shown = shown.drop(sft)
+    if "model" in shown.columns:
+        shown = shown.with_columns(pl.col("model").map_elements(model_label, return_dtype=pl.String))
+    return shown
+
+
+def check_failures(rows: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+    """Return the per-check failure profile: one row per check, one column per arm.
+
+    Checks are ``cs/<check>`` and ``hard/<check>``; each cell is the share of the arm's evaluation episodes
+    that fail the check (1 − its pass rate, mean over the arm's runs).
+    """
+    picked = rows.filter(pl.col("metric").str.contains(r"^eval/(cs|hard)/")) if rows.height else rows
+    if picked.height == 0:
+        return pl.DataFrame(schema={"check": pl.String})
+    labelled = picked.with_columns(
+        pl.concat_str(
+            [pl.col(k).map_elements(lambda v, k=k: arm_label(k, v), return_dtype=pl.String) for k in by],
+            separator=" · ",
+        ).alias("arm"),
+        pl.col("metric").str.strip_prefix("eval/").alias("check"),
+    )
+    order = labelled.sort(list(by))["arm"].unique(maintain_order=True).to_list()
+    wide = (
+        labelled.group_by(["check", "arm"])
+        .agg((1 - pl.col("value").mean()).alias("fail"))
+        .pivot(on="arm", index="check", values="fail")
+    )
+    return wide.select("check", *order).sort("check")
+
+
+def _arms(stats: pl.DataFrame, axis: str, model: str | None = None, **fixed: Any) -> dict[Any, Arm]:
+    """``{axis value: Arm}`` of one model's arms (and fixed values of other axes)."""
+    rows = stats
+    if model is not None and "model" in rows.columns:
+        rows = rows.filter(pl.col("model") == model)
+    for key, value in fixed.items():
+        rows = rows.filter(pl.col(key) == value)
+    out = {}
+    for row in rows.iter_rows(named=True):
+        prefix = ", ".join(f"{arm_label(k, v)}" for k, v in fixed.items())
+        label = arm_label(axis, row[axis]) + (f" at {prefix}" if prefix else "")
+        out[row[axis]] = Arm(
+            label=label,
+            value=_finite(row["final_pass"]),
+            se=_finite(row["se"]),
+            floor=_finite(row["untrained"]),
+            turn_limit=_finite(row["turn limit"]) or 0.0,
+            context_limit=_finite(row["context limit"]) or 0.0,
+            format_errors=max(_finite(row["format errors"]) or 0.0, _finite(row["malformed"]) or 0.0),
+            turns=_finite(row["turns"]),
+            transport={k: v for k in TRANSPORT_COLUMNS if (v := _finite(row[k])) is not None},
+        )
+    return out
+
+
+def _transport_shift(better: Arm, worse: Arm) -> str | None:
+    """Describe the largest transport-share move beyond :data:`SHIFT_POINTS` between two arms (or None)."""
+    moves = [
+        (better.transport[k] - worse.transport[k], k)
+        for k in TRANSPORT_COLUMNS
+        if k in better.transport and k in worse.transport
+    ]
+    moves = [(d, k) for d, k in moves if abs(d) > SHIFT_POINTS]
+    if not moves:
+        return None
+    delta, kind = max(moves, key=lambda m: abs(m[0]))
+    return (
+        f"its {kind} share of travel legs is {_pct(better.transport[kind])} against "
+        f"{_pct(worse.transport[kind])} ({_pts(delta)})"
+    )
+
+
+def behaviour_shifts(comparisons: Sequence[Comparison], stats: pl.DataFrame | None = None) -> list[str]:
+    """Sentences for every gain that comes with a shift in behaviour (the transport mix moves > 10 pts).
+
+    Checked between the two arms of each judged comparison (the higher-scoring arm against the other) and,
+    when the runs also evaluated their SFT model, between the run's result and that model (e.g. GRPO raises
+    final pass while the flight share falls from 76.9 % to 0.2 %: the policy learned to drive instead).
+    """
+    out: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for c in comparisons:
+        if len(c.arms) != 2 or c.outcome in ("missing", "no evidence") or c.our_diff is None:
+            continue
+        if abs(c.our_diff) <= c.tolerance:
+            continue
+        better, worse = c.arms if c.our_diff > 0 else c.arms[::-1]
+        if (better.label, worse.label) in seen:
+            continue
+        seen.add((better.label, worse.label))
+        shift = _transport_shift(better, worse)
+        if shift:
+            out.append(
+                f"{better.label} scores {_pts_abs(abs(c.our_diff))} above {worse.label}, and {shift}: "
+                "the gain comes with a change of behaviour."
+            )
+    if stats is not None and stats.height and "sft final_pass" in stats.columns:
+        for row in stats.iter_rows(named=True):
+            after, before = _finite(row["final_pass"]), _finite(row["sft final_pass"])
+            if after is None or before is None or after - before <= 0.01:
+                continue
+            mix = {k: row[k] for k in TRANSPORT_COLUMNS if row[k] is not None}
+            sft_mix = {k: row[f"sft {k}"] for k in TRANSPORT_COLUMNS if row[f"sft {k}"] is not None}
+            run, sft = Arm("the trained model", after, transport=mix), Arm("SFT", before, transport=sft_mix)
+            shift = _transport_shift(run, sft)
+            if shift:
+                where = ", ".join(f"{k}={row[k]}" for k in stats.columns[: stats.columns.index("final_pass")])
+                out.append(
+                    f"At {where} the trained model raises final pass from {_pct(before)} to {_pct(after)}, "
+                    f"and {shift} of the SFT model: the gain comes with a change of behaviour."
+                )
+    return out
+
+
+def _finish(finding: Finding, stats: pl.DataFrame, rows: pl.DataFrame, by: Sequence[str]) -> Finding:
+    """Attach the run-health and check tables to a finding, and say any behaviour shift in its prose."""
+    finding.health = health_table(stats)
+    finding.checks = check_failures(rows, by)
+    shifts = behaviour_shifts(finding.comparisons, stats)
+    finding.shifts = shifts
+    if shifts and finding.runs:
+        finding.verdict = f"{finding.verdict} Behaviour: {' '.join(shifts)}"
+    return finding
+
+
 # ───────────────────────────── the findings ─────────────────────────────
 
 
@@ -462,12 +920,13 @@ def reward_design(
     """Table 1 (in-domain metrics by reward × model) and Table 2 (OOD accuracy by reward)."""
     mine_rows = ours(results, "reward", scale)
     mine = aggregate(mine_rows, ["model", "reward"])
+    stats = arm_stats(mine_rows, ["model", "reward"])
     paper = paper_rows("reward")
     comparisons = categorical_comparisons(
-        paper, mine, "reward", _REWARD_ORDER, FINAL, tolerance, stable_tolerance
+        paper, mine, "reward", _REWARD_ORDER, FINAL, tolerance, stable_tolerance, stats
     )
     table = _reward_table(mine_rows)
-    return Finding(
+    finding = Finding(
         key="reward",
         title=FINDING_TITLES["reward"],
         chart_data=_chart_rows(paper, mine, "reward"),
@@ -478,6 +937,7 @@ def reward_design(
         tables={"ood": _ood_table(results, scale)},
         notes=_missing_metric_notes(mine_rows, ["qa/"], "OOD accuracy (the qa-eval stage)"),
     )
+    return _finish(finding, stats, mine_rows, ["model", "reward"])
 
 
 def _reward_table(mine_rows: pl.DataFrame) -> pl.DataFrame:
@@ -536,6 +996,8 @@ def model_scale(
     """Fig. 4: final pass rate by model size (the paper's SUM runs; SFT-only and Kimi-K2.5 as baselines)."""
     mine_rows = ours(results, "scale", scale)
     mine = aggregate(mine_rows, ["model"])
+    stats = arm_stats(mine_rows, ["model"])
+    arms = _arms(stats, "model")
     paper = paper_rows("reward").filter(pl.col("reward") == "sum")
     comparisons = []
     p = _values(paper, "model")
@@ -555,6 +1017,8 @@ def model_scale(
                 FINAL,
                 tolerance,
                 stable_tolerance,
+                arms.get(b),
+                arms.get(a),
             )
         )
     chart = _chart_rows(
@@ -584,7 +1048,7 @@ def model_scale(
         ],
         how="vertical_relaxed",
     )
-    return Finding(
+    finding = Finding(
         key="scale",
         title=FINDING_TITLES["scale"],
         chart_data=chart,
@@ -593,6 +1057,7 @@ def model_scale(
         runs=_run_count(mine_rows),
         verdict=verdict(comparisons, have_runs=mine.height > 0, scope=_scope(mine, "model", scale)),
     )
+    return _finish(finding, stats, mine_rows, ["model"])
 
 
 def data_quantity(
@@ -609,6 +1074,8 @@ def data_quantity(
         finding_axes("data", scale)["rl_data_size"],
     )
     equivalent = dict(zip(paper_sizes, our_sizes, strict=True))
+    stats = arm_stats(mine_rows, ["model", "rl_data_size"])
+    arms = _arms(stats, "rl_data_size")
     comparisons: list[Comparison] = []
     frames = []
     for metric, label in ((FINAL, "final pass"), ("qa/average/em", "avg OOD EM")):
@@ -632,6 +1099,8 @@ def data_quantity(
                     metric,
                     tolerance,
                     stable_tolerance,
+                    arms.get(eb) if metric == FINAL else None,
+                    arms.get(ea) if metric == FINAL else None,
                 )
             )
         paper_scaled = paper.with_columns(pl.col("rl_data_size").replace(equivalent))
@@ -653,7 +1122,7 @@ def data_quantity(
             + "."
         )
     notes += _missing_metric_notes(mine_rows, ["qa/"], "average OOD EM (the qa-eval stage)")
-    return Finding(
+    finding = Finding(
         key="data",
         title=FINDING_TITLES["data"],
         chart_data=chart,
@@ -665,6 +1134,7 @@ def data_quantity(
             comparisons, have_runs=mine_final.height > 0, scope=_scope(mine_final, "rl_data_size", scale)
         ),
     )
+    return _finish(finding, stats, mine_rows, ["model", "rl_data_size"])
 
 
 def data_difficulty(
@@ -673,6 +1143,7 @@ def data_difficulty(
     """Table 3: metrics by RL prompt difficulty (easy / medium / hard / the 4:3:3 mixture)."""
     mine_rows = ours(results, "difficulty", scale)
     mine = aggregate(mine_rows, ["model", "difficulty"])
+    stats = arm_stats(mine_rows, ["model", "difficulty"])
     paper_all = paper_rows("difficulty", metric=None)
     o = {}
     for model in _models_in(mine) or ["tiny"]:
@@ -682,6 +1153,7 @@ def data_difficulty(
     if collapse.height:
         statement = collapse["note"][0]
         for model, values in o.items():
+            arms = _arms(stats, "difficulty", model)
             comparisons.append(
                 _claim(
                     "4:3:3 > hard",
@@ -693,6 +1165,8 @@ def data_difficulty(
                     FINAL,
                     tolerance,
                     stable_tolerance,
+                    arms.get("4:3:3"),
+                    arms.get("hard"),
                 )
             )
     table_ours = _wide_metrics(mine_rows, ["model", "difficulty"], IN_DOMAIN).with_columns(
@@ -720,7 +1194,7 @@ def data_difficulty(
         ]
     )
     chart = _chart_rows(paper_rows("difficulty"), mine, "difficulty")
-    return Finding(
+    finding = Finding(
         key="difficulty",
         title=FINDING_TITLES["difficulty"],
         chart_data=chart,
@@ -734,6 +1208,7 @@ def data_difficulty(
             "as the paper's bar."
         ],
     )
+    return _finish(finding, stats, mine_rows, ["model", "difficulty"])
 
 
 def algorithms(
@@ -747,11 +1222,12 @@ def algorithms(
     """Table 4: final pass by algorithm × model, with the training cost (wall time, GPU-hours, tokens)."""
     mine_rows = ours(results, "algorithm", scale)
     mine = aggregate(mine_rows, ["model", "algorithm"])
+    stats = arm_stats(mine_rows, ["model", "algorithm"])
     paper = paper_rows("algorithm")
     comparisons = categorical_comparisons(
-        paper, mine, "algorithm", _ALGORITHM_ORDER, FINAL, tolerance, stable_tolerance
+        paper, mine, "algorithm", _ALGORITHM_ORDER, FINAL, tolerance, stable_tolerance, stats
     )
-    return Finding(
+    finding = Finding(
         key="algorithm",
         title=FINDING_TITLES["algorithm"],
         chart_data=_chart_rows(paper, mine, "algorithm"),
@@ -763,6 +1239,7 @@ def algorithms(
             mine_rows, ["rl/", "env/", "train/"], "RL training metrics (the rl stage)"
         ),
     )
+    return _finish(finding, stats, mine_rows, ["model", "algorithm"])
 
 
 def _cost_table(mine_rows: pl.DataFrame, curves: pl.DataFrame | None) -> pl.DataFrame:
@@ -827,10 +1304,12 @@ def env_noise(
     """Fig. 6: test success by tool failure rate (and training curves per failure rate)."""
     mine_rows = ours(results, "noise", scale)
     mine = aggregate(mine_rows, ["model", "tool_failure_rate"])
+    stats = arm_stats(mine_rows, ["model", "tool_failure_rate"])
     statements = paper_rows("noise")
     comparisons = []
     for model in _models_in(mine) or ["tiny"]:
         o = _values(mine.filter(pl.col("model") == model), "tool_failure_rate")
+        arms = _arms(stats, "tool_failure_rate", model)
         base = o.get(0.0)
         for row in statements.iter_rows(named=True):
             rate, note = row["tool_failure_rate"], row["note"] or ""
@@ -847,6 +1326,8 @@ def env_noise(
                     FINAL,
                     tolerance,
                     stable_tolerance,
+                    arms.get(rate),
+                    arms.get(0.0),
                 )
             )
     chart = (
@@ -915,7 +1396,7 @@ def env_noise(
             else noise_curves
         )
         finding.tables["curves"] = wanted if wanted.height else noise_curves
-    return finding
+    return _finish(finding, stats, mine_rows, ["model", "tool_failure_rate"])
 
 
 def interactions(
@@ -951,6 +1432,7 @@ def interactions(
         )
     first, second = axes
     grid = aggregate(mine_rows, ["model", first, second])
+    stats = arm_stats(mine_rows, ["model", first, second])
     chart = grid.select(
         pl.col(first).cast(pl.String).alias(first),
         pl.col(second).cast(pl.String).alias(second),
@@ -967,6 +1449,7 @@ def interactions(
         effect = sub[hi] - sub[lo] if lo in sub and hi in sub else None
         effects.append({first: str(level), f"effect of {second} {lo}→{hi}": effect})
         expect, statement = _paper_direction(second, lo, hi)
+        arms = _arms(stats, second, **{first: level})
         if expect is not None:
             comparisons.append(
                 Comparison(
@@ -978,6 +1461,7 @@ def interactions(
                     ours=f"{_pct(sub.get(hi))} vs {_pct(sub.get(lo))}",
                     tolerance=tolerance,
                     stable_tolerance=stable_tolerance,
+                    arms=_arm_pair(effect, arms.get(hi), arms.get(lo)),
                 )
             )
     effects_frame = pl.DataFrame(effects)
@@ -990,7 +1474,7 @@ def interactions(
         if spread is not None
         else ""
     )
-    return Finding(
+    finding = Finding(
         key="interactions",
         title=FINDING_TITLES["interactions"],
         chart_data=chart,
@@ -1001,6 +1485,7 @@ def interactions(
         tables={"effects": effects_frame},
         notes=["The paper varies one axis at a time; the interaction itself has no paper reference."],
     )
+    return _finish(finding, stats, mine_rows, ["model", first, second])
 
 
 def _sort_key(value: Any) -> tuple[int, Any]:

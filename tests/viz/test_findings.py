@@ -39,7 +39,7 @@ def reward_runs(curriculum: float, sum_: float) -> pl.DataFrame:
 
 @pytest.mark.parametrize(
     ("curriculum", "sum_", "outcome", "head"),
-    [(0.5, 0.3, "agrees", "Yes"), (0.3, 0.5, "opposite", "No"), (0.4, 0.4, "flat", "No")],
+    [(0.5, 0.3, "agrees", "Agrees:"), (0.3, 0.5, "opposite", "Opposite:"), (0.4, 0.4, "flat", "Flat:")],
 )
 def test_findings_reward_direction_comes_from_the_data(curriculum, sum_, outcome, head):
     finding = findings.reward_design(reward_runs(curriculum, sum_), "tiny")
@@ -49,6 +49,7 @@ def test_findings_reward_direction_comes_from_the_data(curriculum, sum_, outcome
     assert comparison.our_diff == pytest.approx(curriculum - sum_)
     assert comparison.outcome == outcome
     assert finding.verdict.startswith(head)
+    assert f"curriculum > sum: {outcome}, ours {100 * (curriculum - sum_):+.1f} pts" in finding.verdict
     assert finding.runs == 2
 
 
@@ -146,7 +147,10 @@ def test_findings_noise_on_real_runs_matches_their_metrics(noise_runs):
     drop = by_label["fail=0.1 < fail=0"]
     assert drop.our_diff == pytest.approx(values[0.1] - values[0.0])
     expected = "flat" if abs(drop.our_diff) <= 0.01 else ("agrees" if drop.our_diff < 0 else "opposite")
+    assert drop.no_evidence is None  # the expert finishes at fail=0: the arms show signal
     assert drop.outcome == expected
+    assert drop.interval is not None and " ± " in drop.difference()
+    assert f"fail=0.1 < fail=0: {expected}, ours {drop.difference()}" in finding.verdict
     assert by_label["fail=0.05 ≈ fail=0"].outcome == "missing"  # not in this grid
     assert finding.runs == 2
 
@@ -175,7 +179,8 @@ def test_findings_comparison_similar_uses_the_stable_tolerance():
     far = Comparison("a ≈ b", FINAL, "similar", "p", our_diff=-0.2)
     assert (close.outcome, far.outcome) == ("agrees", "opposite")
     sentence = verdict([close, far], have_runs=True)
-    assert sentence.startswith("Partly: our runs move in the paper's direction on 1 of 2")
+    assert sentence.startswith("Mixed: our runs agree with the paper on 1 of 2 comparisons and go the")
+    assert "differs by more than the ±5 pts the paper calls stable" in sentence
 
 
 def test_findings_curve_and_token_metrics_follow_the_trainers_names():
