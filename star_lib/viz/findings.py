@@ -383,7 +383,7 @@ def verdict(comparisons: Sequence[Comparison], *, have_runs: bool, scope: str = 
 
     Example:
         >>> c = Comparison("7B > 1.5B", FINAL, "higher", "62.8 % vs 33.1 %", our_diff=0.05)
-        >>> print(verdict([c], have_runs=True)[:94])
+        >>> print(verdict([c], have_runs=True)[:93])
         Agrees: our runs agree with the paper on 1 of 1 comparison — 7B > 1.5B: agrees, ours +5.0 pts
 
     """
