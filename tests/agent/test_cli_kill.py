@@ -1,4 +1,4 @@
-"""Kill tests: ``star synth``, ``star teacher`` and ``star rollout`` SIGKILLed at several points of a run.
+"""Kill tests: ``star synth``, ``teacher``, ``rollout`` and ``eval --per-plan`` SIGKILLed at several points.
 
 Each command first writes an old complete output (A). A child process then reruns it with other options
 (whose uninterrupted output is B) and is SIGKILLed at one point:
@@ -125,20 +125,30 @@ def _kill_at(point: str, argv: list[str], out: Path, tmp: Path) -> None:
     child.stderr.close()
 
 
-def _check_kills(argv_a: list[str], argv_b: list[str], out: Path, tmp: Path) -> None:
+def _check_kills(
+    argv_a: list[str],
+    argv_b: list[str],
+    out: Path,
+    tmp: Path,
+    points: tuple[str, ...] = POINTS,
+    locked: bool = True,
+) -> None:
     assert main(argv_b) == 0
     new = _snapshot(out)
     assert main(argv_a) == 0
     old = _snapshot(out)
     assert old != new and old and new
-    for point in POINTS:  # each kill starts from the old output and what the previous kill left behind
+    for point in points:  # each kill starts from the old output and what the previous kill left behind
         _kill_at(point, argv_b, out, tmp)
         now = _snapshot(out)
         expected = new if point == "after-swap" else old
         assert now == expected, f"{point}: output is neither the old nor the new complete one"
     assert main(argv_a) == 0  # the next run succeeds (a dead writer's lock never blocks) …
     assert _snapshot(out) == old
-    assert _leftovers(out) == []  # … and removes what the killed ones left
+    if locked:
+        assert _leftovers(out) == []  # … and removes what the killed ones left
+    else:  # a writer that takes no output lock cannot tell a dead writer's temporaries from a live one's
+        assert all(name.endswith(".tmp") for name in _leftovers(out))
 
 
 @pytest.fixture(scope="module")
@@ -190,3 +200,32 @@ def test_kill_rollout_leaves_the_old_or_the_new_parquet(queries_file, tmp_path, 
         ]  # fmt: skip
 
     _check_kills(argv(1), argv(3), out, tmp_path)
+
+
+def test_kill_eval_per_plan_leaves_the_old_or_the_new_verdicts(tmp_path):
+    """``star eval --per-plan`` over an existing file (no lock: killed mid-file, before/after the rename)."""
+    db = tmp_path / "db"
+    assert main(["world", "synth", "--scale", "tiny", "--seed", "0", "--out", str(db)]) == 0
+    data = tmp_path / "q"
+    assert (
+        main(["synth", "--world", str(db), "--n", "12", "--out", str(data), "--no-progress", "--no-parquet"])
+        == 0
+    )
+    rows = [json.loads(line) for line in (data / "train.jsonl").read_text().splitlines()]
+    plans_a, plans_b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    plans_a.write_text("".join(json.dumps({"plan": r["reference_plan"]}) + "\n" for r in rows))
+    plans_b.write_text("".join(json.dumps({"plan": r["reference_plan"][:1]}) + "\n" for r in rows))
+    out = tmp_path / "verdicts.jsonl"
+
+    def argv(plans: Path) -> list[str]:
+        return ["eval", "--queries", str(data / "train.jsonl"), "--plans", str(plans), "--db", str(db),
+                "--per-plan", str(out)]  # fmt: skip
+
+    _check_kills(
+        argv(plans_a),
+        argv(plans_b),
+        out,
+        tmp_path,
+        points=("mid-write", "before-swap", "after-swap"),
+        locked=False,
+    )
