@@ -204,26 +204,62 @@ def check_rl_yaml(args: argparse.Namespace) -> None:
         raise ValueError(f"{args.config}: the RL config does not set {hints}")
 
 
+def load_rl_config(args: argparse.Namespace) -> Any:
+    """Build the ``RLRunConfig`` of ``--config`` and the flags, checking everything before any work.
+
+    YAML values are coerced to the fields' types (``learning_rate: 1e-6``, which YAML 1.1 reads as a string,
+    becomes a number); a value that does not fit (``max_steps: ten``), a missing required field, the model
+    folder and the output folder are refused before anything is written.
+
+    Raises:
+        FileNotFoundError: the config file, or the model folder, does not exist.
+        ValueError: naming the file and the key, its value and what is allowed.
+
+    """
+    from star_lib.experiments.coerce import coerce_fields
+    from star_lib.io import check_output_dir, read_yaml
+    from star_lib.train.models import resolve_model_source
+    from star_lib.train.rl import RLRunConfig
+
+    check_rl_yaml(args)
+    data = read_yaml(args.config) or {}
+    section = data.get("rl", data) or {}
+    flags = {
+        "output_dir": args.out,
+        "model_path": args.model,
+        "data": args.data,
+        "max_steps": args.max_steps,
+        "reward": args.reward,
+        "seed": args.seed,
+        "algorithm": args.algorithm,
+    }
+    values = coerce_fields(RLRunConfig, section, f"{args.config}: ")
+    try:
+        cfg = RLRunConfig.from_yaml(
+            args.config, **{**values, **{k: v for k, v in flags.items() if v is not None}}
+        )
+    except (TypeError, ValueError) as exc:  # a refused value; a nested section (faults…) with an unknown key
+        message = str(exc)
+        raise ValueError(
+            message if message.startswith(str(args.config)) else f"{args.config}: {message}"
+        ) from None
+    check_output_dir(cfg.output_dir, "--out (output_dir)")
+    resolve_model_source(cfg.preset, cfg.model_path)  # a missing model folder before config.yaml is written
+    if not Path(cfg.data).exists():
+        raise FileNotFoundError(
+            f"{args.config}: data {cfg.data}: no such training queries file (see star synth)"
+        )
+    return cfg
+
+
 def run_rl_command(args: argparse.Namespace) -> int:
     """Run ``star rl``: GRPO / DAPO / ARPO from a YAML config, then print a table and a JSON summary line."""
     from rich.console import Console
     from rich.table import Table
 
-    from star_lib.io import check_output_dir
-    from star_lib.train.rl import RLRunConfig, run_rl
+    from star_lib.train.rl import run_rl
 
-    check_rl_yaml(args)
-    cfg = RLRunConfig.from_yaml(
-        args.config,
-        output_dir=args.out,
-        model_path=args.model,
-        data=args.data,
-        max_steps=args.max_steps,
-        reward=args.reward,
-        seed=args.seed,
-        algorithm=args.algorithm,
-    )
-    check_output_dir(cfg.output_dir, "--out (output_dir)")
+    cfg = load_rl_config(args)
     result = run_rl(cfg, resume=args.resume)
     summary = {
         "model_dir": str(result.model_dir),

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from star_lib.experiments.coerce import coerce_fields
 from star_lib.experiments.config import AXES, STAGE_NAMES, ConfigError, ExperimentConfig
 
 StageFn = Callable[[Any, Mapping[str, Path], Path], "dict[str, Any] | None"]
@@ -64,6 +65,9 @@ class Stage:
     def resolve_config(self, experiment: ExperimentConfig) -> Any:
         """Return the typed stage config: the experiment's nested section plus the axes this stage reads.
 
+        Section values are first coerced to the annotated field types (of the stage config, and of the stage
+        package's config for the keys passed through to it) by :func:`.coerce.coerce_fields`.
+
         Raises:
             ConfigError: a key of the section is unknown, sets an axis, or has a value the stage refuses.
 
@@ -82,8 +86,13 @@ class Stage:
             raise ConfigError(
                 f"{section_key}: unknown key(s) {unknown}; allowed keys are {own + passthrough}"
             )
+        # YAML scalars as the fields' types ('1e-6' → 1e-06, "3" → 3); `ten` for a number is refused by key
+        values = coerce_fields(
+            self.config_type, {k: v for k, v in section.items() if k in own}, f"{section_key}."
+        )
         options = {k: v for k, v in section.items() if k in passthrough and k not in own}
-        values = {k: v for k, v in section.items() if k in own}
+        if options and self.options_type is not None:
+            options = coerce_fields(self.options_type(), options, f"{section_key}.")
         values.update({axis: getattr(experiment, axis) for axis in self.axes})
         if "options" in {f.name for f in fields(self.config_type)}:
             values["options"] = options
