@@ -31,6 +31,7 @@ VERDICT_COLOURS: dict[str, str] = {
     "opposite": "#f8d7da",
     "flat": "#fff3cd",
     "missing": "#eeeeee",
+    "no evidence": "#e2e3e5",
     "done": "#d4edda",
     "failed": "#f8d7da",
     "pending": "#fff3cd",

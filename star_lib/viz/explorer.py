@@ -12,7 +12,8 @@ in-memory episodes, and shows:
 - every constraint verdict (commonsense and hard), coloured, with the evaluator's reason when stored.
 
 A failure filter narrows the episode list to one failure type (no plan, turn limit, format errors, tool
-faults, or a single failed check). All state lives in the widgets' values and every view is an HTML string
+faults, or a single failed check), and a termination filter to the episodes that ended one way (answer,
+turn limit, context limit, malformed). All state lives in the widgets' values and every view is an HTML string
 computed from them (:meth:`TrajectoryExplorer.html`), so tests drive it without a browser and static
 reports show a snapshot (the ``text/html`` part of its display bundle).
 """
@@ -79,6 +80,8 @@ FAILURE_FILTERS: tuple[str, ...] = (
     *(f"hard/{k}" for k in HARD_KEYS),
 )
 """Episode filters: everything, final pass / fail, a termination or error kind, or one failed check."""
+TERMINATION_FILTERS: tuple[str, ...] = ("any", "answer", "turn_limit", "context_limit", "malformed")
+"""Termination filter: every episode, or those that ended one way (``star_lib.types.Termination`` values)."""
 _INJECTED_FAILURE = re.compile(
     r"^Error: (.+ (service temporarily unavailable|request timed out|rate limit exceeded"
     r"|internal server error)|connection to the .+ service was reset)",
@@ -468,6 +471,9 @@ class TrajectoryExplorer:
             options=list(self.sources), value=first, description="run", layout=w.Layout(width="520px")
         )
         self.failure = w.Dropdown(options=list(FAILURE_FILTERS), value="all", description="filter")
+        self.termination = w.Dropdown(
+            options=list(TERMINATION_FILTERS), value="any", description="termination"
+        )
         self.episode = w.Dropdown(options=[], description="episode", layout=w.Layout(width="520px"))
         self.turn = w.IntSlider(value=0, min=0, max=0, description="turn")
         self.prev_button = w.Button(description="◀ prev", layout=w.Layout(width="80px"))
@@ -481,11 +487,12 @@ class TrajectoryExplorer:
         self.next_button.on_click(lambda _: self.step(+1))
         self.run.observe(lambda _: self._refresh_episodes(), names="value")
         self.failure.observe(lambda _: self._refresh_episodes(), names="value")
+        self.termination.observe(lambda _: self._refresh_episodes(), names="value")
         self.episode.observe(lambda _: None if self._busy else self._show_episode(), names="value")
         self.turn.observe(lambda _: self._show_turn(), names="value")
         self.widget = w.VBox(
             [
-                w.HBox([self.run, self.failure]),
+                w.HBox([self.run, self.failure, self.termination]),
                 w.HBox([self.episode, self.count]),
                 self.header_view,
                 w.HBox([self.prev_button, self.turn, self.next_button]),
@@ -543,9 +550,13 @@ class TrajectoryExplorer:
         return self.frame().row(int(index), named=True) if index is not None else {}
 
     def episode_indices(self) -> list[int]:
-        """Rows of the current run that pass the failure filter."""
-        wanted = self.failure.value
-        return [i for i, row in enumerate(self.frame().iter_rows(named=True)) if wanted in failure_types(row)]
+        """Rows of the current run that pass the failure and termination filters."""
+        wanted, ending = self.failure.value, self.termination.value
+        return [
+            i
+            for i, row in enumerate(self.frame().iter_rows(named=True))
+            if wanted in failure_types(row) and ending in ("any", row.get("termination"))
+        ]
 
     def transcript(self, index: int | None = None) -> list[Turn]:
         """Return the selected episode's turns ([] when the run stored no messages)."""
@@ -617,12 +628,17 @@ class TrajectoryExplorer:
         failure: str | None = None,
         episode: int | None = None,
         turn: int | None = None,
+        termination: str | None = None,
     ) -> TrajectoryExplorer:
-        """Set any of the widgets' values (as a user would, in that order); returns self."""
+        """Set any of the widgets' values (as a user would: run, filters, episode, turn); returns self."""
         if run is not None:
             self.run.value = run
         if failure is not None:
             self.failure.value = failure
+        if termination is not None:
+            if termination not in TERMINATION_FILTERS:
+                raise ValueError(f"termination {termination!r} is not one of {list(TERMINATION_FILTERS)}")
+            self.termination.value = termination
         if episode is not None:
             self.episode.value = episode
         if turn is not None:
@@ -635,7 +651,8 @@ class TrajectoryExplorer:
         """Render the current state as one self-contained HTML fragment (what a static report shows)."""
         return (
             f'<div class="star-explorer"><div><b>run</b> {_esc(self.run.value)} · <b>filter</b> '
-            f"{_esc(self.failure.value)} · {self.count.value}</div>{self.header_view.value}"
+            f"{_esc(self.failure.value)} · <b>termination</b> {_esc(self.termination.value)} · "
+            f"{self.count.value}</div>{self.header_view.value}"
             f"{self.turn_view.value}<div><b>plan</b></div>{self.plan_view.value}"
             f"<div><b>constraint verdicts</b></div>{self.verdict_view.value}</div>"
         )
