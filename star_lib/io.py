@@ -369,10 +369,29 @@ def check_output_dir(path: str | os.PathLike[str], option: str = "--out") -> Pat
     target = Path(path)
     if target.exists() and not target.is_dir():
         raise OutputError(f"{option} {target} is a file; give a folder")
+    _refuse_enclosing(target, option)
     _check_parent(target.parent, option, target)
     if target.is_dir() and not os.access(target, os.W_OK | os.X_OK):
         raise OutputError(f"{option} {target}: folder is not writable")
     return target
+
+
+def _refuse_enclosing(target: Path, option: str) -> None:
+    """Refuse an output folder that is the file-system root, the home folder or the current folder (or above).
+
+    An output folder is swapped in as a whole; swapping the folder a process stands in is never meant.
+    """
+    resolved = target.resolve()
+    cwd = Path.cwd().resolve()
+    what = None
+    if resolved == Path(resolved.anchor):
+        what = "the file-system root"
+    elif resolved == Path.home().resolve():
+        what = "your home folder"
+    elif resolved == cwd or resolved in cwd.parents:
+        what = "the current folder" if resolved == cwd else "a folder above the current one"
+    if what:
+        raise OutputError(f"{option} {target} is {what}; give a sub-folder for the output, e.g. {option} out")
 
 
 _HELD_LOCKS: dict[str, int] = {}
@@ -519,11 +538,12 @@ def atomic_dir(path: str | os.PathLike[str], replaces: Iterable[str] = ()) -> It
         OutputLockedError: when another process is writing ``path``.
 
     """
-    dest = Path(path)
+    dest = Path(os.path.abspath(path))
     patterns = tuple(replaces)
     if str(dest.resolve()) in _OPEN_TEMPS:  # already the private temporary folder of an outer atomic_dir
         yield dest
         return
+    _refuse_enclosing(dest, "output folder")
     dest.parent.mkdir(parents=True, exist_ok=True)
     with lock_output(dest):  # (which also removes what a killed writer left beside dest)
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=TMP_SUFFIX, dir=dest.parent))

@@ -58,6 +58,7 @@ _USER_ERRNOS = frozenset(
         errno.EFBIG,
         errno.ENXIO,
         errno.ETXTBSY,
+        errno.EBUSY,
     }
 )
 """Operating-system refusals about a path the user named: reported in one line, not as a crash."""
