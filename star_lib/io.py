@@ -539,6 +539,8 @@ def atomic_dir(path: str | os.PathLike[str], replaces: Iterable[str] = ()) -> It
 
     """
     dest = Path(os.path.abspath(path))
+    if dest.is_symlink():  # swap the folder the link points at, keep the link
+        dest = dest.resolve()
     patterns = tuple(replaces)
     if str(dest.resolve()) in _OPEN_TEMPS:  # already the private temporary folder of an outer atomic_dir
         yield dest

@@ -222,3 +222,13 @@ def test_react_tool_call_with_a_duplicate_key_is_a_format_error():
     turn = parse_turn(call % '"date": "2022-03-16", "date": "2022-03-17"')
     assert isinstance(turn, FormatError) and "duplicate key 'date'" in turn.reason
     assert parse_turn(call % '"date": "2022-03-16"').arguments == {"date": "2022-03-16"}
+
+
+def test_atomic_dir_through_a_symlink_keeps_the_link(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "a").write_text("old")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with atomic_dir(tmp_path / "link") as tmp:
+        (tmp / "a").write_text("new")
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "real" / "a").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]
