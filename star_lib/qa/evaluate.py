@@ -53,6 +53,7 @@ from star_lib.agent.config import RolloutConfig
 from star_lib.agent.env import Episode
 from star_lib.agent.policies import Policy
 from star_lib.agent.rollout import run_episodes
+from star_lib.io import write_parquet_atomic
 from star_lib.qa.datasets import DATASET_NAMES, QAExample
 from star_lib.qa.metrics import AVERAGE, METRICS, score_answer
 from star_lib.qa.prompt import CONTEXT_LIMIT_PROMPT, qa_system_prompt, qa_user_prompt
@@ -299,12 +300,6 @@ def summary_path(out: str | os.PathLike[str]) -> Path:
     return out.with_name(f"{out.stem}_summary.parquet")
 
 
-def _write_atomic(frame: pl.DataFrame, path: Path) -> None:
-    from star_lib.io import write_parquet_atomic
-
-    write_parquet_atomic(path, frame)
-
-
 def write_results(results: pl.DataFrame, out: str | os.PathLike[str]) -> tuple[Path, Path]:
     """Write the per-question table to ``out`` and its long summary beside it; return both paths.
 
@@ -315,9 +310,9 @@ def write_results(results: pl.DataFrame, out: str | os.PathLike[str]) -> tuple[P
     out = Path(out)
     if out.suffix != ".parquet":
         raise ValueError(f"--out must name a .parquet file (e.g. runs/qa/baseline/qa.parquet), got {out}")
-    _write_atomic(results, out)
+    write_parquet_atomic(out, results)
     summary = summary_path(out)
-    _write_atomic(summary_frame(results), summary)
+    write_parquet_atomic(summary, summary_frame(results))
     return out, summary
 
 

@@ -18,12 +18,13 @@ What a resumed run must reproduce, and who restores it:
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
+
+from star_lib.io import write_json_atomic, write_parquet_atomic
 
 STATE_FILE = "star_state.json"
 """Our RNG-stream counters, saved inside each ``checkpoint-<step>`` folder."""
@@ -71,10 +72,7 @@ class RolloutStateCallback(TrainerCallback):
         if not getattr(args, "should_save", True):
             return
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f"{STATE_FILE}.tmp{os.getpid()}"
-        tmp.write_text(json.dumps(self.state.to_dict()), encoding="utf-8")
-        os.replace(tmp, folder / STATE_FILE)
+        write_json_atomic(folder / STATE_FILE, self.state.to_dict())
 
 
 class TrainerCountersCallback(TrainerCallback):
@@ -194,7 +192,5 @@ def trim_run_logs(run_dir: str | Path, step: int, stages: tuple[str, ...] | None
         kept = frame.filter(keep)
         removed[name] = frame.height - kept.height
         if removed[name]:
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            kept.write_parquet(tmp)
-            os.replace(tmp, path)
+            write_parquet_atomic(path, kept)
     return removed
