@@ -7,6 +7,7 @@ contains the culprit (the option, file or value at fault).
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,14 @@ CASES: list[tuple[list[str], str]] = [
     ),
     (["rollout", "--world", W, "--queries", Q, "--model", "a/b/c", "--out", "{d}/r.parquet"], "a/b/c"),
     (["rollout", "--world", W, "--queries", Q], "--model"),
+    *(
+        [
+            ([*ROLL, "--queries", Q, "--backend", "vllm", "--out", "{d}/r.parquet"], "--backend vllm"),
+            ([*QA_OK, "--model", "m", "--backend", "vllm"], "--backend vllm"),
+        ]
+        if importlib.util.find_spec("vllm") is None
+        else []
+    ),
     # ── star serve (argument level; its runtime belongs to serve's own tests) ──
     (["serve"], "--model"),
     (["serve", "--model", "tiny", "--port", "x"], "--port"),
