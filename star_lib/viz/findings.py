@@ -1418,7 +1418,8 @@ def interactions(
         axes = _varied_axes(mine_rows)[:2]
     if len(axes) < 2 or mine_rows.height == 0:
         empty = pl.DataFrame(schema={"x": pl.String, "y": pl.String, "value": pl.Float64})
-        return Finding(
+        by = ["model", *axes]
+        finding = Finding(
             key="interactions",
             title=FINDING_TITLES["interactions"],
             chart_data=empty,
@@ -1430,6 +1431,7 @@ def interactions(
             else f"Our interaction runs vary fewer than two axes ({', '.join(axes) or 'none'}), so there "
             "is no factorial view to compare.",
         )
+        return _finish(finding, arm_stats(mine_rows, by), mine_rows, by)
     first, second = axes
     grid = aggregate(mine_rows, ["model", first, second])
     stats = arm_stats(mine_rows, ["model", first, second])

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from star_lib.experiments.results import load_results
-from star_lib.viz import findings
+from star_lib.viz import charts, findings
 from star_lib.viz.params import NotebookParams
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
@@ -85,7 +85,56 @@ def test_notebooks_verdicts_are_computed_from_the_runs(report, results_dir):
     assert got == expected
     noise = frame.filter((pl.col("finding") == "noise") & (pl.col("metric") == findings.FINAL))
     drop = dict(noise.select("tool_failure_rate", "value").iter_rows())
-    assert f"{100 * (drop[0.1] - drop[0.0]):+.1f} pts" in got["06_env_noise"]
+    assert (
+        f"fail=0.1 < fail=0: {drop_outcome(frame)}, ours {100 * (drop[0.1] - drop[0.0]):+.1f} ± "
+        in (got["06_env_noise"])
+    )
+
+
+def drop_outcome(frame: pl.DataFrame) -> str:
+    """The outcome of the noise finding's 'drop at 10 %' comparison on the runs."""
+    return next(
+        c.outcome for c in findings.env_noise(frame, "tiny").comparisons if c.label.startswith("fail=0.1")
+    )
+
+
+FINDING_NOTEBOOKS = {
+    "01_reward_design": findings.reward_design,
+    "02_model_scale": findings.model_scale,
+    "03_data_quantity": findings.data_quantity,
+    "04_data_difficulty": findings.data_difficulty,
+    "05_algorithms": findings.algorithms,
+    "06_env_noise": findings.env_noise,
+    "07_interactions": findings.interactions,
+}
+
+
+def _body(page: str) -> str:
+    return page[page.index("<tbody>") : page.index("</tbody>")]
+
+
+@pytest.mark.parametrize("name", list(FINDING_NOTEBOOKS))
+def test_notebooks_show_the_termination_and_transport_mix_per_arm(report, results_dir, name):
+    reports, _, _ = report
+    result = next(r for r in reports if r.name == name)
+    nb = nbformat.read(str(result.executed), as_version=4)
+    shown = {
+        (o.get("metadata") or {}).get("star", {}).get("table"): o.data["text/html"]
+        for _, o in _outputs(nb)
+        if "text/html" in o.get("data", {})
+    }
+    expected = FINDING_NOTEBOOKS[name](load_results(results_dir).frame, "tiny")
+    health = expected.health
+    assert health.height >= 1, f"{name}: the real tiny runs give one health row per arm"
+    for column in (*findings.TERMINATION_COLUMNS, "format errors", *findings.TRANSPORT_COLUMNS, "tool calls"):
+        assert f">{column}</th>" in shown[f"{name}/health"], (name, column)
+        assert health[column].null_count() == 0, (name, column)  # read from the runs' eval metrics
+    assert health.select(sum(pl.col(c) for c in findings.TERMINATION_COLUMNS)).to_series().to_list() == (
+        pytest.approx([1.0] * health.height)
+    )
+    page = charts.html_table(health, percent=findings.HEALTH_PERCENT)
+    assert _body(shown[f"{name}/health"]) == _body(page)  # the notebook shows the runs' numbers
+    assert "cs/is_valid_transportation" in shown[f"{name}/checks"]
 
 
 def test_notebooks_quickstart_opens_the_explorer(report):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import nbformat
+import polars as pl
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
@@ -117,3 +119,47 @@ def test_reports_only_runs_the_selected_notebooks(tmp_path):
     executed = nbformat.read(str(reports[0].executed), as_version=4)
     assert "somewhere" in executed.cells[-1].outputs[0].text  # the parameter was injected
     assert not (tmp_path / "out" / "02_b.ipynb").exists()
+
+
+DEMO_METRICS = {
+    "eval/final_pass": 0.0,
+    "eval/termination/answer": 0.0,
+    "eval/termination/turn_limit": 1.0,
+    "eval/termination/context_limit": 0.0,
+    "eval/turns": 4.0,
+    "eval/parseable_plans": 0.0,
+}
+"""What ``make demo``'s noise grid logged before the turn-budget check: every episode cut at 4 turns."""
+
+
+def test_reports_demo_situation_reads_no_evidence_on_the_report_page(results_dir, tmp_path):
+    # the real noise grid's runs, their eval metrics rewritten to the demo situation (all arms 0 %, truncated)
+    root = tmp_path / "runs"
+    shutil.copytree(
+        results_dir / "noise-tiny", root / "noise-tiny", ignore=shutil.ignore_patterns("*rollouts*")
+    )
+    for metrics in (root / "noise-tiny").glob("*/metrics.parquet"):
+        frame = pl.read_parquet(metrics)
+        value = pl.col("metric").replace_strict(
+            DEMO_METRICS, default=pl.col("value"), return_dtype=pl.Float64
+        )
+        frame.with_columns(value.alias("value")).write_parquet(metrics)
+    reports, index = build_reports(
+        ReportConfig(
+            notebooks_dir=str(NOTEBOOKS),
+            out_dir=str(tmp_path / "out"),
+            results_dir=str(root),
+            scale="tiny",
+            only=("06",),
+            progress=False,
+        )
+    )
+    [noise] = reports
+    assert noise.ok, noise.error
+    reason = "every episode hit the 4-turn limit; final pass 0 % in every arm"
+    assert noise.summary.startswith("No evidence:") and reason in noise.summary
+    assert "agrees" not in noise.summary.replace("no evidence", "")
+    page = index.read_text()
+    assert "No evidence: our runs show no signal" in page and reason in page
+    html = noise.html.read_text()
+    assert "no evidence" in html and ">turn limit</th>" in html and "100.0 %" in html
