@@ -61,7 +61,9 @@ def _plan(args: argparse.Namespace) -> int:
     memory = args.gpu_memory_gb if args.gpu_memory_gb is not None else gpu_memory_of_profile(profile)
     if not memory > 0:
         raise ConfigError(f"--gpu-memory-gb must be > 0, got {memory}")
-    strategy = args.strategy or _strategy_from(args.accelerate_config) or "ddp"
+    # a profile that names its accelerate config (a future ClusterProfile field) gives the default strategy
+    accelerate_config = args.accelerate_config or getattr(profile, "accelerate_config", None)
+    strategy = args.strategy or _strategy_from(accelerate_config) or "ddp"
     inputs = _stage_inputs(Path(args.config), gpus, args.stage)
     if not inputs:
         raise ConfigError(f"{args.config}: no sft or rl stage to plan")
