@@ -320,10 +320,17 @@ class Comparison:
         if outcome == "missing":
             return f"{self.label}: missing, not in our runs ({paper})"
         ours = f"ours {self.difference()}"
+        interval = self.interval
+        judged = outcome == "opposite" or (outcome == "agrees" and self.expect != "similar")
+        caveat = (
+            ", though inside its 95 % interval"
+            if judged and interval is not None and abs(self.our_diff or 0.0) <= interval
+            else ""
+        )
         if outcome == "no evidence":
             return f"{self.label}: no evidence, {self.no_evidence} ({ours}; {paper})"
         if outcome == "agrees":
-            return f"{self.label}: agrees, {ours} ({paper})"
+            return f"{self.label}: agrees, {ours}{caveat} ({paper})"
         if outcome == "flat":
             return (
                 f"{self.label}: flat, {ours} is within the ±{100 * self.tolerance:.0f} pt tolerance "
@@ -332,9 +339,9 @@ class Comparison:
         if self.expect == "similar":
             return (
                 f"{self.label}: opposite, {ours} differs by more than the ±{100 * self.stable_tolerance:.0f} "
-                f"pts the paper calls stable ({paper})"
+                f"pts the paper calls stable{caveat} ({paper})"
             )
-        return f"{self.label}: opposite, {ours} goes against the paper's direction ({paper})"
+        return f"{self.label}: opposite, {ours} goes against the paper's direction{caveat} ({paper})"
 
 
 def comparisons_frame(comparisons: Sequence[Comparison]) -> pl.DataFrame:
@@ -825,7 +832,10 @@ def _arms(stats: pl.DataFrame, axis: str, model: str | None = None, **fixed: Any
         rows = rows.filter(pl.col(key) == value)
     out = {}
     for row in rows.iter_rows(named=True):
-        prefix = ", ".join(f"{arm_label(k, v)}" for k, v in fixed.items())
+        prefix = ", ".join(
+            arm_label(k, v) if k in ("tool_failure_rate", "rl_data_size") else f"{k}={v}"
+            for k, v in fixed.items()
+        )
         label = arm_label(axis, row[axis]) + (f" at {prefix}" if prefix else "")
         out[row[axis]] = Arm(
             label=label,

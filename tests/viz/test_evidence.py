@@ -208,3 +208,24 @@ def test_evidence_health_from_real_runs_matches_their_metrics(noise_runs):
             assert row[column] == pytest.approx(metric[findings.HEALTH_METRICS[column]]), column
         assert sum(row[c] for c in findings.TERMINATION_COLUMNS) == pytest.approx(1.0)
     assert finding.checks.height >= 10 and finding.checks.columns[0] == "check"
+
+
+def test_evidence_a_difference_inside_its_interval_is_said_to_be():
+    small = findings.reward_design(
+        runs(({"reward": "curriculum"}, health(0.6)), ({"reward": "sum"}, health(0.5)), finding="reward"),
+        "tiny",
+    )
+    [c] = small.comparisons
+    assert c.outcome == "agrees" and abs(c.our_diff) < c.interval
+    assert (
+        f"curriculum > sum: agrees, ours {c.difference()}, though inside its 95 % interval" in small.verdict
+    )
+    large = findings.reward_design(
+        runs(
+            ({"reward": "curriculum"}, health(0.9, n=400)),
+            ({"reward": "sum"}, health(0.5, n=400)),
+            finding="reward",
+        ),
+        "tiny",
+    )
+    assert large.comparisons[0].outcome == "agrees" and "inside its 95 % interval" not in large.verdict
