@@ -13,6 +13,15 @@ for failure rates up to 5 %", or two reported numbers less than ``tolerance`` ap
 when it has the paper's sign and exceeds ``tolerance`` (for "about": stays within ``stable_tolerance``);
 a difference inside ``tolerance`` is *flat*; a pair our runs lack is *missing* and is not counted.
 
+A verdict needs evidence (:func:`evidence_gate`): a final-pass comparison is judged only when its best arm
+beats a floor — the untrained model (``eval/base/final_pass``) when evaluated, else 0 — by more than its 95 %
+interval (:data:`INTERVAL_Z`), and that arm's episodes are not dominated by truncation
+(:data:`MAX_TRUNCATED`) or format errors (:data:`MAX_FORMAT_ERRORS`). Otherwise its outcome is *no
+evidence*, with the reason ("every episode hit the 4-turn limit; final pass 0 % in every arm"), and it is
+not counted either. Every finding also carries the health of each arm (:attr:`Finding.health`: termination
+mix, format errors, transport mix, tool calls), the per-check failure profile (:attr:`Finding.checks`) and
+the behaviour shifts behind a gain (:func:`behaviour_shifts`), which the verdict names.
+
 At ``tiny`` scale the model axis collapses to ``tiny``; comparisons over another axis are then made against
 the paper's smallest model that reports them (named in each comparison).
 """
