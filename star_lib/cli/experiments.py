@@ -16,7 +16,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--force", action="store_true", help="rerun even when the run is already complete")
     run.set_defaults(func=_run)
 
-    run_grid = sub.add_parser("run-grid", help="run every run of a grid locally, one after another")
+    run_grid = sub.add_parser(
+        "run-grid",
+        help="run every run of a grid locally, one after another, with a live table of their progress",
+    )
     _grid_arguments(run_grid)
     run_grid.set_defaults(func=_run_grid)
 
@@ -94,14 +97,92 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_grid(args: argparse.Namespace) -> int:
-    from star_lib.experiments.runner import run_grid_local
+    from star_lib.experiments.runner import grid_dir, run_grid_local
 
     grid = _load_grid(args)
-    results = run_grid_local(grid, args.runs, cache=args.cache)
+    with GridProgress(grid_dir(args.runs, grid), f"star run-grid {grid.name}"):
+        results = run_grid_local(grid, args.runs, cache=args.cache)
     for result in results:
         line = f"{result.status:8s} {result.name}"
         print(line + (f"  {result.error}" if result.error else ""))
     return 0 if all(r.status != "failed" for r in results) else 1
+
+
+class GridProgress:
+    """While a grid runs here: a live table (stderr) of each run's state, stage, step / total, reward, ETA.
+
+    On a terminal the table redraws every second (rich ``Live``); elsewhere (a log file, CI) each change of
+    a run's state, stage or step is printed as one line, at most every ``interval_s`` seconds. The final
+    table is printed in both cases.
+    """
+
+    def __init__(self, folder: Path, title: str, interval_s: float = 2.0, console: object = None) -> None:
+        from rich.console import Console
+
+        self.folder, self.title, self.interval_s = Path(folder), title, interval_s
+        self.console = console or Console(stderr=True, width=200)
+        self._live: object = None
+        self._stop = None
+        self._thread = None
+        self._seen: dict[str, tuple] = {}
+
+    def statuses(self) -> list:
+        """Return the grid's run statuses now (empty before the manifest exists)."""
+        from star_lib.experiments.status import grid_status
+
+        try:
+            return grid_status(self.folder, sacct=lambda ids: {})
+        except (FileNotFoundError, ValueError):
+            return []
+
+    def table(self) -> object:
+        """Return the status table of the grid now."""
+        from star_lib.experiments.status import render_status
+
+        return render_status(self.statuses(), title=self.title)
+
+    def lines(self) -> list[str]:
+        """One line per run whose state, stage or step changed since the last call."""
+        from star_lib.experiments.status import format_eta, format_step
+
+        out = []
+        for s in self.statuses():
+            key = (s.state, s.stage, s.step)
+            if self._seen.get(s.run) != key:
+                self._seen[s.run] = key
+                reward = f" reward {s.reward:.3f}" if s.reward is not None else ""
+                eta = f" ETA {format_eta(s.eta_s)}" if s.eta_s is not None else ""
+                step = f" step {format_step(s)}" if s.step is not None else ""
+                out.append(f"{s.run}: {s.state} {s.stage or ''}{step}{reward}{eta}".rstrip())
+        return out
+
+    def __enter__(self) -> GridProgress:
+        import threading
+
+        if self.console.is_terminal:
+            from rich.live import Live
+
+            self._live = Live(get_renderable=self.table, console=self.console, refresh_per_second=1)
+            self._live.start()
+            return self
+        self._stop = threading.Event()
+
+        def poll() -> None:
+            while not self._stop.wait(self.interval_s):
+                for line in self.lines():
+                    self.console.print(line, soft_wrap=True, highlight=False)
+
+        self._thread = threading.Thread(target=poll, name="star-grid-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.stop()  # leaves the final table on screen
+            return
+        self._stop.set()
+        self._thread.join()
+        self.console.print(self.table())
 
 
 def _submit(args: argparse.Namespace) -> int:

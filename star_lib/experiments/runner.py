@@ -4,7 +4,9 @@ A run lives in ``runs/<grid>/<run>/``:
 
 - ``config.yaml`` — the experiment config;
 - ``run.json`` — status (pending / running / done / failed), the error's last line, wall time, GPU-hours,
-  the stage keys it used and whether each was reused, the Slurm job id;
+  the stage keys it used and whether each was reused, the Slurm job id; while running, ``current_stage``
+  (and the stage it failed in) and, for SFT/RL, ``stage_step`` / ``stage_steps``, ``stage_reward`` /
+  ``stage_loss`` and ``stage_eta_s`` (the trainers write them: :mod:`star_lib.train.progress`);
 - ``metrics.parquet`` (``stage``, ``step``, ``metric``, ``value``), ``rollouts.parquet``, ``eval.parquet``,
   ``qa.parquet`` — gathered from the stage outputs, written atomically.
 
@@ -30,6 +32,7 @@ from star_lib.experiments.config import ConfigError, ExperimentConfig, save_conf
 from star_lib.experiments.pipeline import build_registry
 from star_lib.experiments.stages import Registry
 from star_lib.io import atomic_path, read_json, write_json_atomic, write_parquet_atomic
+from star_lib.train.progress import PROGRESS_ENV
 
 if TYPE_CHECKING:
     import polars as pl
@@ -45,6 +48,16 @@ COPIED_OUTPUTS: dict[str, str] = {"eval.parquet": "eval", "qa.parquet": "qa-eval
 """Run files copied from one stage's output."""
 GATHERED_OUTPUTS: tuple[str, ...] = ("metrics.parquet", "rollouts.parquet")
 """Run files concatenated from every stage that wrote one (with a ``stage`` column)."""
+_NO_STAGE: dict[str, Any] = {
+    "current_stage": None,
+    "stage_started": None,
+    "stage_step": None,
+    "stage_steps": None,
+    "stage_reward": None,
+    "stage_loss": None,
+    "stage_eta_s": None,
+}
+"""``run.json``'s running-stage fields, cleared between stages (the trainers fill them: train.progress)."""
 
 
 @dataclass
@@ -124,8 +137,11 @@ def run_stages(
     store: StageStore,
     registry: Registry,
     on_stage: Callable[[str, StageOutput], None] | None = None,
+    on_start: Callable[[str], None] | None = None,
 ) -> dict[str, StageOutput]:
     """Run (or reuse) every stage of ``config`` in order; returns stage name → output.
+
+    ``on_start(name)`` is called before a stage is looked up or run, ``on_stage(name, output)`` after it.
 
     Raises:
         ConfigError: a stage is unavailable, misconfigured, or lacks an input stage.
@@ -145,6 +161,8 @@ def run_stages(
         config_dict = stage.config_dict(stage_config)
         key = store.key(name, stage.version, config_dict, hashes)
         info = {"config": config_dict, "inputs": hashes, "version": stage.version}
+        if on_start is not None:
+            on_start(name)
         if _global_rank() != 0:  # node > 0 of a multi-node job: join distributed stages, wait for the rest
             if stage.distributed and store.lookup(name, key) is None:
                 from star_lib.experiments.launch import follow_launched
@@ -223,22 +241,38 @@ def run_experiment(
             "gpus": int(out.info.get("gpus", 0)),
         }
         stage_rows.append(row)
-        update_run_record(run_dir, stages=stage_rows, current_stage=None)
+        update_run_record(run_dir, stages=stage_rows, **_NO_STAGE)
 
+    def on_start(name: str) -> None:
+        update_run_record(run_dir, **{**_NO_STAGE, "current_stage": name, "stage_started": time.time()})
+
+    previous = os.environ.get(PROGRESS_ENV)
+    os.environ[PROGRESS_ENV] = str(run_dir.resolve() / RUN_FILE)  # SFT/RL report step, reward, ETA there
     try:
-        outputs = run_stages(config, store, registry, on_stage)
+        outputs = run_stages(config, store, registry, on_stage, on_start)
         if _global_rank() != 0:
             return RunResult(config.name, run_dir, "done", time.time() - started, 0.0, stage_rows)
         gpu_hours = sum(r["wall_s"] * r["gpus"] for r in stage_rows) / 3600.0
         wall_s = time.time() - started
         _assemble_outputs(run_dir, outputs, wall_s, gpu_hours)
-    except Exception as exc:  # recorded as data for `star status`, then re-raised
+    except Exception as exc:  # recorded as data for `star status` (current_stage: where it failed), re-raised
         update_run_record(
             run_dir, status="failed", error=_last_line(exc), traceback=traceback.format_exc()[-4000:]
         )
         raise
+    finally:
+        if previous is None:
+            os.environ.pop(PROGRESS_ENV, None)
+        else:
+            os.environ[PROGRESS_ENV] = previous
     update_run_record(
-        run_dir, status="done", finished=time.time(), wall_s=wall_s, gpu_hours=gpu_hours, stages=stage_rows
+        run_dir,
+        status="done",
+        finished=time.time(),
+        wall_s=wall_s,
+        gpu_hours=gpu_hours,
+        stages=stage_rows,
+        **_NO_STAGE,
     )
     return RunResult(config.name, run_dir, "done", wall_s, gpu_hours, stage_rows)
 

@@ -39,7 +39,7 @@ class RunStatus:
     state: str
     """``pending`` | ``running`` | ``done`` | ``failed``."""
     stage: str | None
-    """Last stage finished (or the stage it failed in, when known)."""
+    """The stage running now (``running``) or it failed in (``failed``), else the last one finished."""
     job_id: str | None
     """Slurm/submitit job id, when submitted."""
     slurm_state: str | None
@@ -50,6 +50,14 @@ class RunStatus:
     """GPU-hours of a finished run."""
     error: str | None
     """Last line of the error of a failed run."""
+    step: int | None = None
+    """Optimizer step the running training stage (SFT, RL) has reached."""
+    steps: int | None = None
+    """Steps the running training stage will take."""
+    reward: float | None = None
+    """Last mean training reward of the running RL stage (SFT: None)."""
+    eta_s: float | None = None
+    """Seconds the running stage still needs at its pace so far."""
 
 
 def sacct_states(job_ids: list[str]) -> dict[str, str]:
@@ -136,16 +144,32 @@ def run_status(run_dir: Path, slurm: dict[str, str]) -> RunStatus:
                 error = f"Slurm {slurm_state}: {last}" if last else f"Slurm job {job_id} ended {slurm_state}"
     elif state in ("pending", "running") and (not job or job.get("cluster") in ("local", "debug")):
         state, error = _local_liveness(state, error, record, job)
+    current = record.get("current_stage")
+    running = state == "running"
     return RunStatus(
         run=run_dir.name,
         state=state,
-        stage=last_stage,
+        stage=current if current and state in ("running", "failed") else last_stage,
         job_id=job_id,
         slurm_state=slurm_state,
         wall_s=record.get("wall_s") if state == "done" else None,
         gpu_hours=record.get("gpu_hours") if state == "done" else None,
         error=error if state == "failed" else None,
+        step=record.get("stage_step") if running and current else None,
+        steps=record.get("stage_steps") if running and current else None,
+        reward=record.get("stage_reward") if running and current else None,
+        eta_s=_eta(record) if running and current else None,
     )
+
+
+def _eta(record: dict[str, Any]) -> float | None:
+    """Return the running stage's remaining seconds as of now (the trainer wrote them at its last step)."""
+    import time
+
+    eta, updated = record.get("stage_eta_s"), record.get("stage_updated")
+    if not isinstance(eta, int | float):
+        return None
+    return max(0.0, float(eta) - (time.time() - updated if isinstance(updated, int | float) else 0.0))
 
 
 def _local_liveness(
@@ -226,23 +250,51 @@ def status_frame(statuses: Iterable[RunStatus]) -> pl.DataFrame:
         "wall_s": pl.Float64,
         "gpu_hours": pl.Float64,
         "error": pl.String,
+        "step": pl.Int64,
+        "steps": pl.Int64,
+        "reward": pl.Float64,
+        "eta_s": pl.Float64,
     }
     return pl.DataFrame(rows, schema=schema)
 
 
+def format_eta(seconds: float | None) -> str:
+    """``1h02m``, ``4m05s``, ``12s``; empty when unknown."""
+    if seconds is None:
+        return ""
+    seconds = int(round(seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def format_step(status: RunStatus) -> str:
+    """``12/40`` (step / total) of a running training stage; empty otherwise."""
+    if status.step is None:
+        return ""
+    return f"{status.step}/{status.steps}" if status.steps else str(status.step)
+
+
 def render_status(statuses: list[RunStatus], title: str) -> Any:
-    """Return a rich table of the statuses, with a count per state in the caption."""
+    """Return a rich table of the statuses, with a count per state in the caption.
+
+    A running run shows the stage it is in and, in a training stage, its step / total, the last mean
+    training reward and the time the stage still needs at its pace so far (ETA).
+    """
     from rich.table import Table
 
     colours = {"pending": "yellow", "running": "cyan", "done": "green", "failed": "red"}
     table = Table(title=title)
-    for column in ("run", "state", "stage", "job", "wall s", "GPU-h", "error"):
+    for column in ("run", "state", "stage", "step", "reward", "ETA", "job", "wall s", "GPU-h", "error"):
         table.add_column(column, overflow="fold")
     for s in statuses:
         table.add_row(
             s.run,
             f"[{colours[s.state]}]{s.state}[/]",
             s.stage or "",
+            format_step(s),
+            f"{s.reward:.3f}" if s.reward is not None else "",
+            format_eta(s.eta_s),
             s.job_id or "",
             f"{s.wall_s:.1f}" if s.wall_s is not None else "",
             f"{s.gpu_hours:.2f}" if s.gpu_hours is not None else "",

@@ -1224,6 +1224,14 @@ def run_rl(
         checkpoint = find_checkpoint(out if resume is True else Path(resume))
         state = load_rollout_state(checkpoint)
         trim_run_logs(out, checkpoint_step(checkpoint))
+    from star_lib.train.models import resolve_model_source
+
+    resolve_model_source(cfg.preset, cfg.model_path)  # a missing model folder is refused before config.yaml
+    from star_lib.train.metrics import is_main_process
+
+    if checkpoint is None and is_main_process():  # restarted from scratch: new logs, not appended
+        for name in ("metrics.parquet", "rollouts.parquet"):
+            (out / name).unlink(missing_ok=True)
     _save_config(cfg, out)
     trainer = make_grpo_trainer(
         cfg,
@@ -1234,13 +1242,21 @@ def run_rl(
         eval_policy_factory=eval_policy_factory,
     )
     trainer.add_callback(TrainerCountersCallback(trainer, checkpoint))
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    from star_lib.train.progress import progress_callback
+
+    progress = progress_callback("rl")  # under the experiments runner: step, reward, ETA into run.json
+    if progress is not None or trainer.args.disable_tqdm:  # else every log dict is printed (metrics.parquet)
+        trainer.remove_callback(PrinterCallback)
+    if progress is not None:  # the runner's table shows the progress; the bar would print the dicts too
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(progress)
     start = time.monotonic()
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     seconds = time.monotonic() - start
     model_dir = out / "model"
     trainer.save_model(str(model_dir))  # transformers saves on the main process only
-    from star_lib.train.metrics import is_main_process
-
     if is_main_process():
         trainer.processing_class.save_pretrained(model_dir)
         from star_lib.agent.protocol import write_protocol

@@ -445,6 +445,8 @@ def run_sft(cfg: SFTRunConfig) -> SFTResult:
     checkpoint = _resume_point(cfg)
     _save_config(cfg, out)
     model, tokenizer = prepare_model(cfg, rows)
+    if checkpoint is None and int(os.environ.get("RANK", "0")) == 0:
+        (out / "metrics.parquet").unlink(missing_ok=True)  # restarted from scratch: new logs, not appended
     metrics = MetricsLog(out / "metrics.parquet")
     warm = None
     if cfg.copy_warmup and checkpoint is None:  # a resumed run's weights come from its checkpoint
@@ -455,10 +457,14 @@ def run_sft(cfg: SFTRunConfig) -> SFTResult:
         callbacks.append(TimeBudgetCallback(cfg.time_budget_s))
     trainer = make_sft_trainer(cfg, model, tokenizer, rows, callbacks)
     trainer.add_callback(TrainerCountersCallback(trainer, checkpoint))
-    if not cfg.progress:  # without a progress bar transformers prints every log dict; metrics.parquet has them
+    if not cfg.progress:  # without a bar transformers prints every log dict (metrics.parquet has them)
         from transformers.trainer_callback import PrinterCallback
 
         trainer.remove_callback(PrinterCallback)
+    from star_lib.train.progress import progress_callback
+
+    if (progress := progress_callback("sft")) is not None:  # under the experiments runner: step, loss, ETA
+        trainer.add_callback(progress)
     start = time.monotonic()
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     seconds = time.monotonic() - start
