@@ -6,15 +6,18 @@ in-memory episodes, and shows:
 
 - the episode header (query, termination, tool calls, faults, reward);
 - the turns one at a time — the model's ``<think>``, its tool call or answer, the observation it got back,
-  with injected service failures, tool errors and format errors marked — and a strip of all turns;
+  with injected service failures, tool errors and format errors marked — and a strip of all turns; a turn
+  the parser refused shows the raw text the model wrote beside the parser's error (once);
 - the final plan as a day-by-day table whose cells are coloured by the verdicts of the checks that read
   them (a failed check whose reason names a day colours only that day);
 - every constraint verdict (commonsense and hard), coloured, with the evaluator's reason when stored.
 
 A failure filter narrows the episode list to one failure type (no plan, turn limit, format errors, tool
 faults, or a single failed check), and a termination filter to the episodes that ended one way (answer,
-turn limit, context limit, malformed). All state lives in the widgets' values and every view is an HTML string
-computed from them (:meth:`TrajectoryExplorer.html`), so tests drive it without a browser and static
+turn limit, context limit, malformed); a stage filter picks the rows of one stage of a run's rollouts (a
+grid run opens on its ``eval`` episodes, which carry transcripts, not the teacher's rows). The turn slider
+counts turns from 1, as its label does. All state lives in the widgets' values and every view is an HTML
+string computed from them (:meth:`TrajectoryExplorer.html`), so tests drive it without a browser and static
 reports show a snapshot (the ``text/html`` part of its display bundle).
 """
 
@@ -82,6 +85,10 @@ FAILURE_FILTERS: tuple[str, ...] = (
 """Episode filters: everything, final pass / fail, a termination or error kind, or one failed check."""
 TERMINATION_FILTERS: tuple[str, ...] = ("any", "answer", "turn_limit", "context_limit", "malformed")
 """Termination filter: every episode, or those that ended one way (``star_lib.types.Termination`` values)."""
+ALL_STAGES = "all"
+"""Stage filter value: rows of every stage."""
+PREFERRED_STAGE = "eval"
+"""The stage a run opens on when its rollouts have one: evaluation episodes, with their transcripts."""
 _INJECTED_FAILURE = re.compile(
     r"^Error: (.+ (service temporarily unavailable|request timed out|rate limit exceeded"
     r"|internal server error)|connection to the .+ service was reset)",
@@ -338,7 +345,7 @@ def render_turn(turns: Sequence[Turn], current: int) -> str:
     for t in turns:
         colour = _KIND_COLOURS.get(t.observation_kind, "#e7f0ff") if t.kind != "format_error" else FAIL
         border = "2px solid #000" if t.index == current else "1px solid #aaa"
-        tip = _esc(t.action[:80])
+        tip = _esc((t.content if t.kind == "format_error" else t.action)[:80])  # what the model wrote
         chips.append(
             f'<span title="{tip}" style="display:inline-block;min-width:18px;text-align:center;'
             f'margin:1px;padding:1px 3px;background:{colour};border:{border};font-size:11px">'
@@ -347,20 +354,40 @@ def render_turn(turns: Sequence[Turn], current: int) -> str:
     t = turns[current]
     obs_kind = t.observation_kind or ""
     mark = f' <b style="color:#b35900">[{_esc(obs_kind)}]</b>' if obs_kind not in ("ok", "", "prompt") else ""
+    echo = t.kind == "format_error" and obs_kind == "format error"  # the parser's error sent back
     obs = (
         ""
-        if t.observation is None
+        if t.observation is None or echo
         else f'<div style="background:{_KIND_COLOURS.get(t.observation_kind, NA)};padding:4px;margin:4px 0">'
         f'<b>observation</b>{mark}<pre style="white-space:pre-wrap;margin:2px 0">{_esc(t.observation)}</pre>'
         "</div>"
     )
+    if t.kind == "format_error":
+        body = render_malformed(t)
+    else:
+        body = (
+            f'<div style="color:#555;font-style:italic;margin:2px 0">think: {_esc(t.think) or "–"}</div>'
+            f'<pre style="white-space:pre-wrap;background:#f6f6f6;padding:4px;margin:2px 0">'
+            f"{_esc(t.action)}</pre>"
+        )
     return (
         f'<div class="star-turn"><div>{"".join(chips)}</div>'
         f'<div style="margin-top:6px"><b>turn {t.index + 1} of {len(turns)}</b> · {_esc(t.kind)}</div>'
-        f'<div style="color:#555;font-style:italic;margin:2px 0">think: {_esc(t.think) or "–"}</div>'
-        f'<pre style="white-space:pre-wrap;background:#f6f6f6;padding:4px;margin:2px 0">'
-        f"{_esc(t.action)}</pre>"
-        f"{obs}</div>"
+        f"{body}{obs}</div>"
+    )
+
+
+def render_malformed(turn: Turn) -> str:
+    """Render a turn the parser refused: the raw text the model wrote beside the parser's error."""
+    raw = turn.content if turn.content.strip() else "(empty reply)"
+    return (
+        '<div class="star-malformed" style="display:flex;gap:8px;align-items:flex-start;margin:2px 0">'
+        '<div style="flex:3;min-width:0"><b>what the model wrote</b>'
+        '<pre class="star-raw" style="white-space:pre-wrap;background:#f6f6f6;padding:4px;margin:2px 0">'
+        f"{_esc(raw)}</pre></div>"
+        f'<div style="flex:2;min-width:0;background:{FAIL};padding:4px"><b>parser error</b>'
+        f'<pre class="star-parse-error" style="white-space:pre-wrap;margin:2px 0">{_esc(turn.action)}</pre>'
+        "</div></div>"
     )
 
 
@@ -474,8 +501,9 @@ class TrajectoryExplorer:
         self.termination = w.Dropdown(
             options=list(TERMINATION_FILTERS), value="any", description="termination"
         )
+        self.stage = w.Dropdown(options=[ALL_STAGES], value=ALL_STAGES, description="stage")
         self.episode = w.Dropdown(options=[], description="episode", layout=w.Layout(width="520px"))
-        self.turn = w.IntSlider(value=0, min=0, max=0, description="turn")
+        self.turn = w.IntSlider(value=1, min=1, max=1, description="turn")  # turn numbers, as labelled
         self.prev_button = w.Button(description="◀ prev", layout=w.Layout(width="80px"))
         self.next_button = w.Button(description="next ▶", layout=w.Layout(width="80px"))
         self.header_view = w.HTML()
@@ -485,14 +513,15 @@ class TrajectoryExplorer:
         self.count = w.HTML()
         self.prev_button.on_click(lambda _: self.step(-1))
         self.next_button.on_click(lambda _: self.step(+1))
-        self.run.observe(lambda _: self._refresh_episodes(), names="value")
+        self.run.observe(lambda _: self._refresh_stages(), names="value")
+        self.stage.observe(lambda _: None if self._busy else self._refresh_episodes(), names="value")
         self.failure.observe(lambda _: self._refresh_episodes(), names="value")
         self.termination.observe(lambda _: self._refresh_episodes(), names="value")
         self.episode.observe(lambda _: None if self._busy else self._show_episode(), names="value")
         self.turn.observe(lambda _: self._show_turn(), names="value")
         self.widget = w.VBox(
             [
-                w.HBox([self.run, self.failure, self.termination]),
+                w.HBox([self.run, self.stage, self.failure, self.termination]),
                 w.HBox([self.episode, self.count]),
                 self.header_view,
                 w.HBox([self.prev_button, self.turn, self.next_button]),
@@ -503,7 +532,7 @@ class TrajectoryExplorer:
                 self.verdict_view,
             ]
         )
-        self._refresh_episodes()
+        self._refresh_stages()
 
     # ── construction ──
 
@@ -550,13 +579,22 @@ class TrajectoryExplorer:
         return self.frame().row(int(index), named=True) if index is not None else {}
 
     def episode_indices(self) -> list[int]:
-        """Rows of the current run that pass the failure and termination filters."""
-        wanted, ending = self.failure.value, self.termination.value
+        """Rows of the current run that pass the stage, failure and termination filters."""
+        wanted, ending, stage = self.failure.value, self.termination.value, self.stage.value
         return [
             i
             for i, row in enumerate(self.frame().iter_rows(named=True))
-            if wanted in failure_types(row) and ending in ("any", row.get("termination"))
+            if wanted in failure_types(row)
+            and ending in ("any", row.get("termination"))
+            and stage in (ALL_STAGES, row.get("stage"))
         ]
+
+    def stages(self, run: str | None = None) -> list[str]:
+        """Return the stages of a run's rows (``stage`` column, in order of appearance); [] without one."""
+        frame = self.frame(run)
+        if "stage" not in frame.columns:
+            return []
+        return [str(s) for s in frame["stage"].drop_nulls().unique(maintain_order=True).to_list()]
 
     def transcript(self, index: int | None = None) -> list[Turn]:
         """Return the selected episode's turns ([] when the run stored no messages)."""
@@ -577,6 +615,23 @@ class TrajectoryExplorer:
         )
 
     # ── updates ──
+
+    def _refresh_stages(self) -> None:
+        """Offer the new run's stages; keep the chosen stage, else open on ``eval``."""
+        stages = self.stages()
+        old = self.stage.value
+        target = (
+            old
+            if old != ALL_STAGES and old in stages
+            else (PREFERRED_STAGE if PREFERRED_STAGE in stages else ALL_STAGES)
+        )
+        self._busy = True
+        try:
+            self.stage.options = [ALL_STAGES, *stages]
+            self.stage.value = target
+        finally:
+            self._busy = False
+        self._refresh_episodes()
 
     def _refresh_episodes(self) -> None:
         indices = self.episode_indices()
@@ -599,7 +654,7 @@ class TrajectoryExplorer:
         if index is None:
             self.header_view.value = "<i>No episode matches this filter.</i>"
             self.turn_view.value = self.plan_view.value = self.verdict_view.value = ""
-            self.turn.max = 0
+            self.turn.value, self.turn.max = 1, 1
             return
         row = self.row()
         verdicts = episode_verdicts(row)
@@ -607,15 +662,16 @@ class TrajectoryExplorer:
         self.plan_view.value = render_plan(row, verdicts)
         self.verdict_view.value = render_verdicts(verdicts)
         turns = self.transcript()
-        self.turn.max = max(0, len(turns) - 1)
-        if self.turn.value != 0:
-            self.turn.value = 0  # observer re-renders the turn
+        if self.turn.value != 1:
+            self.turn.value = 1  # observer re-renders the turn
+            self.turn.max = max(1, len(turns))
         else:
+            self.turn.max = max(1, len(turns))
             self._show_turn()
 
     def _show_turn(self) -> None:
         self.turn_view.value = (
-            render_turn(self.transcript(), self.turn.value) if self.episode.value is not None else ""
+            render_turn(self.transcript(), self.turn.value - 1) if self.episode.value is not None else ""
         )
 
     def step(self, delta: int) -> None:
@@ -629,10 +685,19 @@ class TrajectoryExplorer:
         episode: int | None = None,
         turn: int | None = None,
         termination: str | None = None,
+        stage: str | None = None,
     ) -> TrajectoryExplorer:
-        """Set any of the widgets' values (as a user would: run, filters, episode, turn); returns self."""
+        """Set any of the widgets' values (as a user would: run, filters, episode, turn); returns self.
+
+        ``turn`` is the turn number the label shows (1 = the first turn); ``stage`` one of the run's stages
+        or ``all``.
+        """
         if run is not None:
             self.run.value = run
+        if stage is not None:
+            if stage not in self.stage.options:
+                raise ValueError(f"stage {stage!r} is not one of this run's {list(self.stage.options)}")
+            self.stage.value = stage
         if failure is not None:
             self.failure.value = failure
         if termination is not None:
@@ -650,7 +715,8 @@ class TrajectoryExplorer:
     def html(self) -> str:
         """Render the current state as one self-contained HTML fragment (what a static report shows)."""
         return (
-            f'<div class="star-explorer"><div><b>run</b> {_esc(self.run.value)} · <b>filter</b> '
+            f'<div class="star-explorer"><div><b>run</b> {_esc(self.run.value)} · <b>stage</b> '
+            f"{_esc(self.stage.value)} · <b>filter</b> "
             f"{_esc(self.failure.value)} · <b>termination</b> {_esc(self.termination.value)} · "
             f"{self.count.value}</div>{self.header_view.value}"
             f"{self.turn_view.value}<div><b>plan</b></div>{self.plan_view.value}"

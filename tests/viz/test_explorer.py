@@ -49,9 +49,12 @@ def test_explorer_runner_rollouts_selecting_an_episode_updates_the_verdicts(nois
     run = next(r for r in explorer.run.options if "fail=0.1" in r)
     explorer.select(run=run)
     frame = pl.read_parquet(noise_runs / run / "rollouts.parquet")
-    assert len(explorer.episode.options) == frame.height
-    failed = next(i for i, r in enumerate(frame.iter_rows(named=True)) if not r["final_pass"])
-    passed = next(i for i, r in enumerate(frame.iter_rows(named=True)) if r["final_pass"])
+    assert set(frame["stage"]) == {"teacher", "eval"}
+    evals = [i for i, s in enumerate(frame["stage"]) if s == "eval"]
+    assert explorer.stage.value == "eval" and [v for _, v in explorer.episode.options] == evals
+    rows = [(i, frame.row(i, named=True)) for i in evals]
+    failed = next(i for i, r in rows if not r["final_pass"])
+    passed = next(i for i, r in rows if r["final_pass"])
     explorer.select(episode=passed)
     passed_view = explorer.verdict_view.value
     assert "verdict-fail" not in passed_view and "verdict-pass" in passed_view
@@ -62,18 +65,20 @@ def test_explorer_runner_rollouts_selecting_an_episode_updates_the_verdicts(nois
     assert f"#{failed}" in explorer.header_view.value and "failed" in explorer.header_view.value
     # The eval stage stores each transcript: stepping through turns shows the real tool calls.
     assert "No transcript stored" not in explorer.turn_view.value
-    explorer.select(turn=1)
-    assert "Search" in explorer.turn_view.value
+    explorer.select(turn=2)
+    assert "Search" in explorer.turn_view.value and "turn 2 of" in explorer.turn_view.value
 
 
 def test_explorer_failure_filter_narrows_the_episode_list(noise_runs):
     explorer = TrajectoryExplorer.from_results(noise_runs)
     run = next(r for r in explorer.run.options if "fail=0.1" in r)
     frame = pl.read_parquet(noise_runs / run / "rollouts.parquet")
-    explorer.select(run=run, failure="turn limit")
+    explorer.select(run=run, stage="all", failure="turn limit")
     expected = [i for i, t in enumerate(frame["termination"]) if t == "turn_limit"]
     assert [v for _, v in explorer.episode.options] == expected
     assert f"{len(expected)} of {frame.height} episodes" in explorer.count.value
+    explorer.select(stage="eval")
+    assert [v for _, v in explorer.episode.options] == [i for i in expected if frame["stage"][i] == "eval"]
     explorer.select(failure="passed")
     assert all(frame["final_pass"][v] for _, v in explorer.episode.options)
     explorer.select(failure="hard/valid_room_type")
@@ -88,14 +93,17 @@ def test_explorer_steps_through_turns_of_a_real_rl_rollouts_file(rl_rollouts, ex
     index = explorer.episode.value
     turns = explorer.transcript()
     assert len(turns) == expert_episodes[index].turns
-    assert explorer.turn.max == len(turns) - 1
+    assert (explorer.turn.min, explorer.turn.max, explorer.turn.value) == (1, len(turns), 1)
+    assert "turn 1 of" in explorer.turn_view.value  # the label and the slider agree
     if explorer.row()["termination"] == "answer":
         assert turns[-1].kind == "answer" and turns[-1].observation is None
     fault_turn = next(t.index for t in turns if t.observation_kind == "injected failure")
-    explorer.select(turn=fault_turn)
+    explorer.select(turn=fault_turn + 1)
     assert "[injected failure]" in explorer.turn_view.value
+    assert f"turn {fault_turn + 1} of {len(turns)}" in explorer.turn_view.value
     explorer.step(+1)
-    assert explorer.turn.value == fault_turn + 1
+    assert explorer.turn.value == fault_turn + 2
+    assert f"turn {fault_turn + 2} of {len(turns)}" in explorer.turn_view.value
     explorer.select(turn=explorer.turn.max)
     explorer.step(+1)
     assert explorer.turn.value == explorer.turn.max  # stays inside the episode
@@ -222,3 +230,41 @@ def test_explorer_verdict_table_and_check_pass_rates(world, expert_episodes):
     assert by[("expert", "final_pass")] == 1.0 and by[("broken", "final_pass")] == 0.0
     failed = {v.check for v in ex.report_verdicts(bad.report) if v.passed is False}
     assert failed and all(by[("broken", f"cs/{c}")] == 0.0 for c in failed if ("broken", f"cs/{c}") in by)
+
+
+MALFORMED = "<think>I will search</think> SearchCity(state=Texas) and then plan"
+"""A reply without the tool-call tags: the parser refuses it."""
+
+
+def test_explorer_shows_the_raw_text_of_a_malformed_turn_beside_the_parser_error_once():
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "plan a trip"},
+        {"role": "assistant", "content": MALFORMED},
+        {"role": "tool", "content": "Format error: expected one <tool_call> or <answer> block. Reply again."},
+        {"role": "assistant", "content": "<think>x</think><answer>[]</answer>"},
+    ]
+    turns = ex.parse_transcript(messages)
+    assert turns[0].kind == "format_error" and turns[0].content == MALFORMED
+    view = ex.render_turn(turns, 0)
+    assert "what the model wrote" in view and ex._esc(MALFORMED) in view  # the raw text, not only the error
+    assert view.count(ex._esc(turns[0].action)) == 1  # the parser's error once (not again as observation)
+    assert 'class="star-raw"' in view and 'class="star-parse-error"' in view
+    assert "what the model wrote" not in ex.render_turn(turns, 1)
+
+
+def test_explorer_stage_filter_opens_on_eval_episodes(rl_rollouts):
+    explorer = TrajectoryExplorer(rl_rollouts)
+    assert explorer.stages() == ["train", "eval"] and explorer.stage.options == ("all", "train", "eval")
+    assert explorer.stage.value == "eval" and [v for _, v in explorer.episode.options] == [4, 5, 6, 7]
+    explorer.select(stage="train")
+    assert [v for _, v in explorer.episode.options] == [
+        0,
+        1,
+        2,
+        3,
+    ] and "<b>stage</b> train" in explorer.html()
+    explorer.select(stage="all")
+    assert len(explorer.episode.options) == 8
+    with pytest.raises(ValueError, match="stage 'teacher' is not one of"):
+        explorer.select(stage="teacher")
