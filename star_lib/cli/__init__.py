@@ -169,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
         if importlib.util.find_spec(module_name) is None:
             continue  # stage not in this checkout yet
         importlib.import_module(module_name).register(sub)
+    for action in sub._choices_actions:  # `star X --help` opens with the line `star --help` lists for X
+        command = sub.choices[action.dest]
+        if not command.description and action.help:
+            command.description = action.help[0].upper() + action.help[1:] + "."
     return parser
 
 

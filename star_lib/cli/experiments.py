@@ -72,13 +72,32 @@ def parse_seeds(text: str, option: str = "--seeds") -> list[int]:
 
 
 def _load_grid(args: argparse.Namespace):
+    import sys
+
     from star_lib.experiments.grids import load_grid
 
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     grid = load_grid(args.grid, seeds=seeds)
     if args.stages:
         grid = grid.with_stages([s.strip() for s in args.stages.split(",") if s.strip()])
+    note = missing_finding_note(grid, args.grid)
+    if note:
+        print(note, file=sys.stderr)
     return grid
+
+
+def missing_finding_note(grid, spec: str) -> str | None:
+    """Return the note for a YAML grid without ``finding:`` (no finding notebook reads its runs), or None."""
+    from star_lib.experiments.grids import FINDINGS
+
+    if grid.finding is not None:
+        return None
+    return (
+        f"note: {spec} has no `finding:` key, so no finding notebook or `star report` reads the runs of "
+        f"grid {grid.name} (they would say 'No finished runs'); add `finding: <one of "
+        f"{[*FINDINGS, 'interactions']}>` to compare them with the paper; "
+        f"`star status {grid.name}` lists them."
+    )
 
 
 def _run(args: argparse.Namespace) -> int:

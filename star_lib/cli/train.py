@@ -21,6 +21,31 @@ import json
 from pathlib import Path
 from typing import Any
 
+SFT_DESCRIPTION = """\
+Supervised fine-tuning on teacher trajectories (the SFT cold start, TRL SFTTrainer).
+
+Flags left out take the preset's values (star_lib.train.models.PRESETS). The run folder (--out) receives
+config.yaml, checkpoints/, model/ and metrics.parquet; the last line printed is a JSON summary.
+
+examples:
+  star sft --data data/sft/ --preset tiny --out runs/tiny/sft --copy-warmup-steps 1500 --time-budget 600
+  star sft --data data/sft/ --preset qwen2.5-1.5b --model /models/Qwen2.5-1.5B-Instruct --out runs/q15/sft
+  star sft --data data/sft/ --out runs/tiny/sft --resume runs/tiny/sft/checkpoints/checkpoint-500
+"""
+RL_DESCRIPTION = """\
+Multi-turn RL in the travel environment: GRPO, DAPO or ARPO (TRL GRPOTrainer).
+
+--config is a YAML file of RLRunConfig fields (at top level or under rl:); the flags override it. Values are
+checked before anything is written: YAML scalars are read as the fields' types (learning_rate: 1e-6 is a
+number), and a value that does not fit is refused naming its key. The run folder receives config.yaml,
+checkpoints/, model/, metrics.parquet and rollouts.parquet; the last line printed is a JSON summary.
+
+examples:
+  star rl --config configs/rl_tiny.yaml --max-steps 40
+  star rl --config configs/rl_tiny.yaml --algorithm dapo --out runs/tiny/dapo
+  star rl --config configs/rl_tiny.yaml --out runs/tiny/dapo --resume   # from the last checkpoint
+"""
+
 
 def register(subparsers: Any) -> None:
     """Add ``star sft``."""
@@ -29,7 +54,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "sft",
         help="supervised fine-tuning on teacher trajectories (TRL SFTTrainer)",
-        description=__doc__,
+        description=SFT_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -70,7 +95,7 @@ def register(subparsers: Any) -> None:
     rl = subparsers.add_parser(
         "rl",
         help="multi-turn RL in the travel environment: GRPO, DAPO or ARPO (TRL GRPOTrainer)",
-        description=__doc__,
+        description=RL_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     rl.add_argument("--config", required=True, help="YAML file of RLRunConfig fields")

@@ -309,6 +309,13 @@ def _grid_from_file(path: Path, seeds: Iterable[int] | None) -> Grid:
     unknown = sorted(set(data) - set(allowed))
     if unknown:
         raise ConfigError(f"{path}: unknown grid key(s) {unknown}; allowed keys are {allowed}")
+    finding = data.get("finding")
+    findings = [*FINDINGS, "interactions"]
+    if finding is not None and finding not in findings:
+        raise ConfigError(
+            f"{path}: finding: {finding!r} is not allowed; choose one of {findings} (the notebook that reads "
+            "the grid's runs), or leave the key out for runs no finding notebook reads"
+        )
     base = data.get("base") or {}
     if isinstance(base, str):
         base = load_config(path.parent / base)
@@ -318,7 +325,7 @@ def _grid_from_file(path: Path, seeds: Iterable[int] | None) -> Grid:
             base,
             data.get("axes") or {},
             seeds=seeds if seeds is not None else (data.get("seeds") or [0]),
-            finding=data.get("finding"),
+            finding=finding,
         )
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
