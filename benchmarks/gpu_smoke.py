@@ -149,13 +149,9 @@ def run_one(args: argparse.Namespace, algorithm: str, model: str, data: Path, ou
         max_context_tokens=args.max_context,
         save_steps=10_000,
         rollouts_per_step=2,
-        trl_overrides={
-            "use_vllm": True,
-            "vllm_mode": "colocate",
-            "vllm_gpu_memory_utilization": args.gpu_memory,
-            "vllm_max_model_length": args.max_context,
-            "gradient_checkpointing": True,
-        },
+        use_vllm=True,  # colocate; vllm_max_model_length follows max_context_tokens
+        vllm_gpu_memory_utilization=args.gpu_memory,
+        trl_overrides={"gradient_checkpointing": True},
     )
     start = time.monotonic()
     result = run_rl(cfg)
