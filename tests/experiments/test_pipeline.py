@@ -112,3 +112,29 @@ def test_pipeline_whole_tiny_pipeline_with_sft_and_rl(tmp_path):
     rollouts = pl.read_parquet(tmp_path / "g" / "full" / "rollouts.parquet")
     assert {"teacher", "rl", "eval"} <= set(rollouts["stage"])
     assert (tmp_path / "_stages" / "rl").is_dir()
+
+
+def test_pipeline_synth_that_leaves_the_test_split_empty_says_what_to_change(tmp_path):
+    from star_lib.experiments.config import ConfigError
+
+    config = ExperimentConfig.from_dict({"stages": ["world", "synth", "eval"], "synth": {"n_base": 3}})
+    with pytest.raises(ConfigError, match=r"no held-out test tasks from n_base=3: raise synth.n_base"):
+        run_experiment(config, tmp_path / "g" / "small")
+
+
+def test_pipeline_eval_resumes_past_a_progress_log_line_torn_by_a_kill(tmp_path):
+    import json
+
+    from star_lib.experiments.pipeline import run_chunks
+
+    def compute(start, chunk):
+        return pl.DataFrame({"i": [start + k for k in range(len(chunk))]})
+
+    frames, log = run_chunks(list(range(6)), 2, tmp_path, compute)
+    progress = tmp_path / "_checkpoints" / "progress.jsonl"
+    progress.write_text(progress.read_text() + '{"start": 9, "rest')  # a kill mid-append
+    (tmp_path / "_checkpoints" / "chunks" / "00000004.parquet").unlink()  # that chunk must be redone
+    frames, log = run_chunks(list(range(6)), 2, tmp_path, compute)
+    assert pl.concat(frames)["i"].to_list() == list(range(6))
+    assert [e["start"] for e in log] == [0, 2, 4, 4]  # the torn line skipped, the redone chunk logged
+    assert all(json.loads(line) for line in progress.read_text().splitlines()[-1:])
