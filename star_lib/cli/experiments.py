@@ -29,7 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     submit.add_argument("--wait", action="store_true", help="wait for the jobs and print the final status")
     submit.set_defaults(func=_submit)
 
-    status = sub.add_parser("status", help="pending / running / done / failed for every run of a grid")
+    status = sub.add_parser(
+        "status",
+        help="pending / running / done / failed for every run of a grid, with the running stage and its step",
+    )
     status.add_argument("grid", help="grid name (folder under --runs) or a grid folder")
     status.add_argument("--runs", default="runs", help="runs folder (default: runs)")
     status.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
