@@ -4,8 +4,9 @@
 dequantises it into a ``save_pretrained`` folder (built once, kept in the pytest cache) with the Qwen presets'
 protocol (ChatML + tools template, EOS ``<|im_end|>``). Then the ReAct protocol runs as a paper run would,
 only smaller: chat-template alignment, assistant-only SFT (2 steps), one GRPO step, and a greedy rollout whose
-tool call the strict parser reads. Each stage is as small as the protocol allows (its prompt alone is ~1.7k
-tokens); measured 17.5 min for the module on 2 cores shared with a load of ~8 (see the closing report).
+tool call the strict parser reads. Each stage is as small as the protocol allows: its prompt alone is ~1.7k
+tokens, so the cost is about six forward/backward-equivalents of 1.8k tokens through 135 M parameters
+(~8 TFLOP) plus ~200 decoded tokens — minutes on 2 cores; far longer on cores shared with other jobs.
 """
 
 from __future__ import annotations
