@@ -97,3 +97,16 @@ def test_an_eval_turn_limit_the_expert_cannot_finish_in_is_refused_naming_both_n
     assert need > 4
     with pytest.raises(ConfigError, match=rf"eval.max_turns is 4 but the compact expert needs {need} turns"):
         check_turn_budget(EvalStageConfig(protocol="compact", options={"max_turns": 4}), tasks, worlds)
+
+
+def test_star_pipeline_is_an_alias_of_star_run_on_the_recipe(toy_run, capsys):
+    from star_lib.experiments.config import save_config
+
+    path = save_config(toy_recipe(), toy_run / "toy.yaml")
+    assert main(["pipeline", "--preset", "tiny", "--config", str(path), "--runs", str(toy_run)]) == 0
+    out = capsys.readouterr().out
+    assert "SFT + RL" in out and "RL − SFT mean SUM reward per task" in out
+    final = json.loads(out.strip().splitlines()[-1])
+    signal = learning_signal(toy_run / "learning-signal" / "learning-signal__s0")
+    assert final == signal.final_json()
+    assert signal.models == learning_signal(toy_run / "g" / "toy").models  # every stage reused from the cache
