@@ -476,7 +476,9 @@ def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dic
         rows += metrics_rows({f"eval/paired/{primary}-{other}/{k}": v for k, v in diff.items()})
     write_metrics(out, rows)
     # eval.parquet: the flat per-episode table; rollouts.parquet adds the transcript and verdicts (explorer).
-    every = pl.concat([t.with_columns(pl.lit(m).alias("model")) for m, t in tables.items()], how="diagonal")
+    every = pl.concat(
+        [t.with_columns(pl.lit(m).alias("model")) for m, t in tables.items()], how="diagonal_relaxed"
+    )
     eval_cols = [c for c in every.columns if c not in ("report", "messages")]
     write_parquet_atomic(out / "eval.parquet", episodes.select([c for c in eval_cols if c != "model"]))
     if len(models) > 1:
