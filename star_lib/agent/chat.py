@@ -142,6 +142,8 @@ class TokenTrace:
         self.env_mask += mask
         self.rendered += segment
         self._add_logprobs(ids, sampled, generation.logprobs)
+        if mask[-1] == 0 and self.logprobs:
+            self.logprobs[-1] = 0.0  # like every token outside the loss (TRL's convention for env tokens)
 
     def _add_logprobs(self, ids: list[int], sampled: list[int], logprobs: list[float] | None) -> None:
         if self.logprobs is None:

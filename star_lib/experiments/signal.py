@@ -50,7 +50,8 @@ class LearningSignal:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     """Wall seconds of each stage (0 for a stage reused from the cache)."""
     minutes: float = 0.0
-    """Wall-clock minutes of the run."""
+    """Minutes of compute behind the numbers: the sum of the stages' wall times (a stage reused from the
+    cache counts what it took when it ran), so a resumed or cached run reports what the recipe costs."""
 
     def final_json(self) -> dict[str, float]:
         """Return the benchmark's last line (the keys ``benchmarks/learning_signal.py`` always printed)."""
@@ -101,12 +102,13 @@ def learning_signal(run_dir: str | Path) -> LearningSignal:
     curve_rows = frame.filter((pl.col("stage") == "rl") & (pl.col("metric") == "train/reward"))
     curve = [(int(s), float(v)) for s, v in curve_rows.select("step", "value").iter_rows() if s is not None]
     stages = frame.filter(pl.col("metric") == "cost/stage_wall_s").select("stage", "value").iter_rows()
+    seconds = {s: round(float(v), 1) for s, v in stages}
     return LearningSignal(
         models=models,
         paired=paired,
         rl_curve=sorted(curve),
-        stage_seconds={s: round(float(v), 1) for s, v in stages},
-        minutes=final.get("cost/wall_s", 0.0) / 60,
+        stage_seconds=seconds,
+        minutes=sum(seconds.values()) / 60,
     )
 
 
