@@ -166,9 +166,20 @@ class ReactProtocol(Protocol):
     def parse_plan(
         self, text: str, query: QueryRecord, world: Any
     ) -> tuple[tuple[DayPlan, ...] | None, str | None]:
-        """Parse the JSON plan (spec §4) for the query's number of days."""
+        """Parse the JSON plan (spec §4) for the query's number of days; a key given twice is an error.
+
+        The evaluator's own decoding keeps the official last-key-wins reading (official mode must); the
+        protocol refuses a plan that says two things about one field, so neither is silently dropped.
+        """
+        from star_lib.io import DuplicateKeyError, loads_strict
         from star_lib.travel.plan import parse_plan
 
+        try:
+            loads_strict(text)
+        except DuplicateKeyError as exc:
+            return None, f"the plan repeats a key: {exc}"
+        except ValueError:
+            pass  # not JSON at all: parse_plan says what is wrong with it
         try:
             return parse_plan(text, days=query.days), None
         except ValueError as exc:

@@ -107,3 +107,14 @@ def test_the_explorer_parses_a_transcript_with_its_episodes_protocol() -> None:
     assert detected == named and named.kind == "tool_call" and named.action.startswith("SearchCity ")
     (as_react,) = parse_transcript(messages, "react")  # one protocol's parser, no fallback to another
     assert as_react.kind == "format_error"
+
+
+def test_react_plan_that_repeats_a_key_is_refused_not_read_last_wins(query: QueryRecord) -> None:
+    from star_lib.agent.protocol import get_protocol
+
+    days = [day.to_dict() for day in query.reference_plan]
+    plan = json.dumps(days)
+    assert get_protocol("react").parse_plan(plan, query, None)[0] is not None
+    twice = plan.replace('"breakfast": ', '"breakfast": "Nowhere, Denver", "breakfast": ', 1)
+    parsed, error = get_protocol("react").parse_plan(twice, query, None)
+    assert parsed is None and "repeats a key" in error and "breakfast" in error
