@@ -63,6 +63,11 @@ class ClusterProfile:
     """How many times a job may be requeued after timeouts/preemptions."""
     launcher: str = "none"
     """How distributed stages launch inside the job, one of :data:`LAUNCHERS`."""
+    accelerate_config: str | None = None
+    """``launcher: accelerate`` only: the accelerate config every node launches with (``slurm/accelerate/``:
+    DDP for 1.5B/3B, DeepSpeed ZeRO-3 for 7B on two nodes); None launches plain multi-GPU DDP."""
+    gpu_memory_gb: float | None = None
+    """Memory of one GPU in GB, for ``star plan`` (None: guessed from the profile's name, e.g. a100 → 80)."""
     setup: tuple[str, ...] = ()
     """Shell lines run before the job (``module load cuda``, ``source .venv/bin/activate``)."""
     additional: dict[str, Any] = field(default_factory=dict)
@@ -90,6 +95,16 @@ class ClusterProfile:
             or self.gpus_per_node < 0
         ):
             raise ConfigError(f"gpus_per_node: {self.gpus_per_node!r} is not allowed; give an integer >= 0")
+        if self.accelerate_config is not None and (
+            not isinstance(self.accelerate_config, str) or self.launcher != "accelerate"
+        ):
+            raise ConfigError(
+                f"accelerate_config: {self.accelerate_config!r} needs launcher: accelerate and a file path"
+            )
+        memory = self.gpu_memory_gb
+        bad_memory = isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory <= 0
+        if memory is not None and bad_memory:
+            raise ConfigError(f"gpu_memory_gb: {memory!r} is not allowed; give a positive number (or null)")
         if self.nodes > 1 and self.launcher == "none":
             raise ConfigError("launcher: a multi-node profile needs launcher torchrun or accelerate")
         if (
@@ -188,10 +203,12 @@ class ClusterProfile:
                 module,
                 *args,
             ]
+        # with a config file, the file says how (DDP or DeepSpeed ZeRO-3); the flags place this node
+        how = ["--config_file", self.accelerate_config] if self.accelerate_config else ["--multi_gpu"]
         return [
             "accelerate",
             "launch",
-            "--multi_gpu",
+            *how,
             f"--num_machines={nodes}",
             f"--num_processes={nodes * gpus}",
             f"--machine_rank={rank}",

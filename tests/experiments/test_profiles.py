@@ -18,7 +18,7 @@ def test_profiles_shipped_files_load_with_the_papers_resources():
     big = load_profile(SLURM_DIR / "a100-16gpu-2node.yaml")
     local = load_profile(SLURM_DIR / "local.yaml")
     assert (small.cluster, small.partition, small.nodes, small.gpus_per_node) == ("slurm", "a100", 1, 8)
-    assert (big.nodes * big.gpus_per_node, big.launcher) == (16, "torchrun")
+    assert (big.nodes * big.gpus_per_node, big.launcher) == (16, "accelerate")
     assert (local.cluster, local.gpus_per_node) == ("local", 0)
 
 
@@ -71,23 +71,29 @@ def test_profiles_launch_commands_carry_node_rank_and_rendezvous():
     big = load_profile(SLURM_DIR / "a100-16gpu-2node.yaml")
     env = {"SLURM_JOB_NUM_NODES": "2", "SLURM_NODEID": "1", "MASTER_ADDR": "gpu-017", "MASTER_PORT": "29400"}
     command = big.launch_command("star_lib.experiments.launch", ["rl", "cfg.json"], env)
-    assert command[:6] == [
-        "torchrun",
-        "--nnodes=2",
-        "--nproc_per_node=8",
-        "--node_rank=1",
-        "--master_addr=gpu-017",
-        "--master_port=29400",
-    ]
+    assert command[:4] == ["accelerate", "launch", "--config_file", "slurm/accelerate/zero3-2node.yaml"]
+    assert "--multi_gpu" not in command  # the ZeRO-3 config file says how to distribute
+    for flag in ("--num_machines=2", "--num_processes=16", "--machine_rank=1", "--main_process_ip=gpu-017"):
+        assert flag in command
     assert command[-4:] == ["-m", "star_lib.experiments.launch", "rl", "cfg.json"]
+    assert (SLURM_DIR.parent / big.accelerate_config).is_file()
+    torchrun = ClusterProfile(cluster="slurm", nodes=2, gpus_per_node=8, launcher="torchrun")
+    assert torchrun.launch_command("m", [], env)[:4] == [
+        "torchrun", "--nnodes=2", "--nproc_per_node=8", "--node_rank=1"
+    ]
     small = load_profile(SLURM_DIR / "a100-8gpu.yaml")
     accelerate = small.launch_command("m", [], {"SLURM_NODEID": "0"})
-    assert accelerate[:2] == ["accelerate", "launch"] and "--num_processes=8" in accelerate
+    assert accelerate[:4] == ["accelerate", "launch", "--config_file", "slurm/accelerate/ddp.yaml"]
+    assert "--num_processes=8" in accelerate
+    plain = ClusterProfile(cluster="slurm", gpus_per_node=8, launcher="accelerate")
+    assert "--multi_gpu" in plain.launch_command("m", [], {})
+    with pytest.raises(ConfigError, match="accelerate_config"):
+        ClusterProfile(launcher="torchrun", accelerate_config="x.yaml")
 
 
 def test_profiles_launch_env_switches_training_to_the_launcher():
     env = load_profile(SLURM_DIR / "a100-16gpu-2node.yaml").launch_env()
-    assert launcher_settings(env) == ("torchrun", 8, 2) and wants_launcher(env)
+    assert launcher_settings(env) == ("accelerate", 8, 2) and wants_launcher(env)
     assert not wants_launcher(ClusterProfile().launch_env())
     assert not wants_launcher({})
 
