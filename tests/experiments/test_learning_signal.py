@@ -110,3 +110,14 @@ def test_star_pipeline_is_an_alias_of_star_run_on_the_recipe(toy_run, capsys):
     signal = learning_signal(toy_run / "learning-signal" / "learning-signal__s0")
     assert final == signal.final_json()
     assert signal.models == learning_signal(toy_run / "g" / "toy").models  # every stage reused from the cache
+
+
+def test_eval_stage_is_greedy_and_seeded_by_default(toy_run):
+    from star_lib.experiments.pipeline import EvalStageConfig, _load_policy
+
+    assert EvalStageConfig().temperature == 0.0
+    (sft,) = [p for p in (toy_run / "_stages" / "sft").iterdir() if p.is_dir()]
+    policy = _load_policy(EvalStageConfig(protocol="compact", seed=7, policy="fast"), sft / "model")
+    assert policy.sampling.temperature == 0.0 and policy.sampling.seed == 7
+    with pytest.raises(ValueError, match="temperature"):
+        EvalStageConfig(temperature=-1.0)
