@@ -103,13 +103,13 @@ def run_demo(cfg: DemoConfig, echo: Any = print) -> dict[str, Any]:
     if cfg.pipeline:
         from star_lib.experiments.pipeline import load_config
         from star_lib.experiments.runner import run_experiment
-        from star_lib.experiments.signal import learning_signal, print_learning_signal
+        from star_lib.experiments.signal import GRID, learning_signal, print_learning_signal, signal_run_dir
 
         config = load_config("learning-signal").replace(seed=cfg.seed)
-        run_dir = f"{cfg.runs_dir}/learning-signal/{config.name}__s{cfg.seed}"
+        run_dir = signal_run_dir(cfg.runs_dir, config)
         echo(f"\n[2/4] the learning signal: world → synth → SFT → GRPO → eval, tiny scale (into {run_dir}/)")
         start = time.perf_counter()
-        run_experiment(config, run_dir, grid="learning-signal")
+        run_experiment(config, run_dir, grid=GRID)
         timings["pipeline_s"] = time.perf_counter() - start
         measured = learning_signal(run_dir)
         print_learning_signal(measured)

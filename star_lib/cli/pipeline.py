@@ -46,16 +46,20 @@ def run_pipeline_command(args: argparse.Namespace) -> int:
     """Run the learning-signal config, print the report and the JSON summary line."""
     from star_lib.experiments.pipeline import load_config
     from star_lib.experiments.runner import run_experiment
-    from star_lib.experiments.signal import learning_signal, print_learning_signal, quick_config
+    from star_lib.experiments.signal import (
+        GRID,
+        learning_signal,
+        print_learning_signal,
+        quick_config,
+        signal_run_dir,
+    )
 
     config = load_config(args.config)
     if args.quick:
         config = quick_config(config).replace(name=f"{config.name}-quick")
     if args.seed is not None:
         config = config.replace(seed=args.seed)
-    grid = "learning-signal"
-    run_dir = f"{args.runs}/{grid}/{config.name}__s{config.seed}"
-    result = run_experiment(config, run_dir, force=args.force, grid=grid)
+    result = run_experiment(config, signal_run_dir(args.runs, config), force=args.force, grid=GRID)
     signal = learning_signal(result.run_dir)
     print_learning_signal(signal)
     print(json.dumps(signal.final_json()))

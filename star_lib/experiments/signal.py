@@ -68,6 +68,15 @@ class LearningSignal:
         }
 
 
+GRID = "learning-signal"
+"""The grid folder learning-signal runs are filed under."""
+
+
+def signal_run_dir(runs_root: str | Path, config: ExperimentConfig) -> Path:
+    """Return where a learning-signal run of ``config`` lives: ``<runs>/learning-signal/<name>__s<seed>``."""
+    return Path(runs_root) / GRID / f"{config.name}__s{config.seed}"
+
+
 def quick_config(config: ExperimentConfig) -> ExperimentConfig:
     """Return ``config`` with the minute-scale budgets of :data:`QUICK`."""
     data = config.to_dict()

@@ -583,12 +583,12 @@ def read_queries(path: str | Path, limit: int | None = None) -> list[Any]:
         FileNotFoundError: saying how to make the file.
 
     """
-    from star_lib.synth.dataset import read_dataset
+    from star_lib.io import read_queries as read_query_file
 
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"queries {file} do not exist; write them with `star synth`")
-    queries = read_dataset(file)
+    queries = read_query_file(file)
     if not queries:
         raise ValueError(f"{file}: no query records")
     return queries[:limit] if limit else queries

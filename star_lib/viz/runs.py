@@ -189,9 +189,9 @@ def load_curves(
     import polars as pl
 
     from star_lib.experiments.config import ExperimentConfig
-    from star_lib.io import read_yaml
     from star_lib.experiments.results import AXIS_SCHEMA
     from star_lib.experiments.runner import read_run_record
+    from star_lib.io import read_yaml
 
     schema = {
         "grid": pl.String,

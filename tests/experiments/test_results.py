@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 
 from star_lib.experiments.config import ExperimentConfig, save_config
-from star_lib.io import write_json_atomic, write_parquet_atomic
 from star_lib.experiments.results import SCHEMA, load_results, paper_reference, with_reference
+from star_lib.io import write_json_atomic, write_parquet_atomic
 
 
 def make_run(root, grid, name, status, metrics=None, **axes):

@@ -15,16 +15,8 @@ import json
 import random
 from typing import Any
 
-KEYS = (
-    "days",
-    "current_city",
-    "transportation",
-    "breakfast",
-    "attraction",
-    "lunch",
-    "dinner",
-    "accommodation",
-)
+from star_lib.types import PLAN_KEYS as KEYS
+
 TEXT_KEYS = KEYS[1:]
 PLACEHOLDER = "You don't need to fill in the information for this or later days."
 ODD_VALUES: tuple[Any, ...] = (None, 0, 1, 2.5, True, False, "", "-", " - ", [], {}, ["x"], {"a": 1}, "null")
