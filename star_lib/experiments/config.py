@@ -32,7 +32,7 @@ from typing import Any
 
 from star_lib.io import read_yaml, write_yaml_atomic
 
-MODEL_PRESETS: tuple[str, ...] = ("tiny", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b")
+MODEL_PRESETS: tuple[str, ...] = ("tiny-s", "tiny", "tiny-l", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b")
 """Model presets (``star_lib.train.models.PRESETS``); the paper trains Qwen2.5-{1.5B,3B,7B}-Instruct."""
 REWARDS: tuple[str, ...] = ("sum", "macro", "success", "curriculum")
 """Reward designs of spec §8."""

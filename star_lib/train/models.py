@@ -207,7 +207,69 @@ def _qwen(size: str, epochs: int) -> ModelPreset:
     )
 
 
+def _tiny(name: str, description: str, architecture: TinyArchitecture) -> ModelPreset:
+    """Return a from-scratch CPU preset: ``architecture`` with the ``tiny`` preset's training settings."""
+    return ModelPreset(
+        name=name,
+        description=description,
+        architecture=architecture,
+        dtype="float32",
+        sft=_TINY_SFT,
+        rl=_TINY_RL,
+    )
+
+
+_TINY_SFT = SFTHyperparams(
+    learning_rate=2e-3,  # from scratch: orders of magnitude above fine-tuning rates
+    lr_scheduler_type="cosine",
+    warmup_ratio=0.05,
+    num_train_epochs=3.0,
+    per_device_train_batch_size=16,  # the probe's batch (STACK.md)
+    gradient_accumulation_steps=1,
+    max_length=2048,
+    bf16=False,  # fp32 on CPUs: bf16 autocast is ~10x slower without native bf16
+    gradient_checkpointing=False,
+)
+_TINY_RL = RLHyperparams(
+    learning_rate=5e-5,  # a from-scratch 2 M-parameter model after SFT at 2e-3
+    num_generations=8,
+    max_turns=20,
+    max_context_tokens=4096,
+    max_new_tokens=192,
+    bf16=False,  # fp32 on CPUs: bf16 autocast is ~10x slower without native bf16
+    gradient_checkpointing=False,
+)
+TINY_SCALE: tuple[str, ...] = ("tiny-s", "tiny", "tiny-l")
+"""The tiny study's model-size axis, smallest first: about 0.5 M, 2 M and 8 M parameters with the
+learning-signal tokenizer (~2.7 k tokens: 1,024 learned + protocol + ``tiny-entities`` whole words). Same
+tokenizer, recipe and training settings; only the shape differs (width and MLP; ``tiny-l`` one layer
+deeper). Most of ``tiny-s`` is its embedding."""
+
 PRESETS: dict[str, ModelPreset] = {
+    "tiny-s": _tiny(
+        "tiny-s",
+        "~0.5 M-parameter Qwen2-architecture model (tiny's tokenizer, width 96): the small end of the "
+        "tiny study's scale axis (CPU)",
+        TinyArchitecture(
+            hidden_size=96,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=224,
+        ),
+    ),
+    "tiny-l": _tiny(
+        "tiny-l",
+        "~8 M-parameter Qwen2-architecture model (tiny's tokenizer, width 384, 4 layers): the large end "
+        "of the tiny study's scale axis (CPU)",
+        TinyArchitecture(
+            hidden_size=384,
+            num_hidden_layers=4,
+            num_attention_heads=6,
+            num_key_value_heads=2,
+            intermediate_size=1152,
+        ),
+    ),
     "tiny": ModelPreset(
         name="tiny",
         description="2-3 M-parameter Qwen2-architecture model from a config + trained BPE tokenizer (CPU)",

