@@ -15,9 +15,23 @@ shape — every assistant turn is ``<think>…</think>`` and then one ``<tool_ca
   by number (``F6238401``), hotels ``Sunny Garden Loft min1`` (name, minimum nights), restaurants by name;
   attractions by name in the database's order, cities joined by ``|``, a road ``cost 17``; no result
   reads ``none``; errors keep their first clause;
+- **what a constraint needs** (medium and hard tasks; :class:`CompactTools` renders for the episode's
+  task, which :meth:`~star_lib.agent.protocol.Protocol.wrap_tools` hands it at every reset): a room-type
+  constraint adds the listing's room type to every hotel line (``entire``, ``private`` or ``shared``); a
+  house rule adds that rule's verdict (``pets-ok`` or ``no-pets``; ``children under 10`` reads
+  ``children``); cuisines add ``+Cuisine`` to a restaurant line for each requested cuisine it serves
+  (``Golden Olive +Mexican +Chinese``; the evaluator's test: the cuisine's name in the listing's cuisines).
+  For a group, hotels are ordered by what the group pays a night (price × rooms, rooms =
+  ``ceil(people / maximum occupancy)``, the evaluator's cost), so "cheapest first" still holds and the
+  first line that fits is the one a careful planner takes. Nothing is added for the budget (no prices:
+  the order stands for them, and the reference plans take the cheapest item that fits) nor for a
+  transportation constraint (it decides which call is made, ``SearchFlight`` or ``GoogleDistanceMatrix``,
+  not which line is read). A task without local constraints for one traveller (every easy task) reads
+  exactly as without a task;
 - **note**: the ``<think>`` after a search says what the plan will take from it (:func:`expert_note`):
-  ``F6238401``; ``Quiet Garden Loft min3;Sunny Garden Loft min1``; ``Golden Olive;Green Bistro``, so
-  the plan copies from nearby;
+  ``F6238401``; ``Quiet Garden Loft min3;Sunny Garden Loft min1`` (the hotel lines down to the chosen one,
+  with their attributes, so a skipped line shows why it was skipped); ``Golden Olive +Mexican;Green
+  Bistro`` (the lines of the restaurants used), so the plan copies from nearby;
 - **plan**: one line per day, seven ``|``-separated fields in the official key order —
   ``city|transport|breakfast|attraction|lunch|dinner|accommodation`` — with ``A>B`` for a travel day,
   the transport a flight number, ``drive``, ``taxi`` or ``-``, items by name (``Name, City`` when the
@@ -29,7 +43,10 @@ destination of a travel day, or its origin when the day returns home); a flight 
 ``Flight Number: F…, from A to B, Departure Time: …, Arrival Time: …`` with A and B from the day's
 cities and the times looked up by number (neither evaluator checks times; a number that is not a flight
 from A to B keeps no times and fails the sandbox check); ``drive``/``taxi`` → the road description of the
-day's two cities. The mapper chooses nothing: every name, number and city comes from the model.
+day's two cities. The mapper chooses nothing: every name, number and city comes from the model. Real
+names may hold ``, `` and `` | ``: an item keeps its own ``, City`` only when that city is one of the day's
+cities or a city the world knows (``Peaceful, beautiful home away`` gets the stay city), and a line that
+does not split into seven fields at ``|`` is split at the ``|`` not written `` | ``.
 
 >>> parse_turn("<think>best F1</think><tool_call>SearchAccommodation|Elmstead</tool_call>")
 ToolCall(name='SearchAccommodation', arguments={'city': 'Elmstead'})
@@ -82,6 +99,10 @@ _TURN = re.compile(
 _FLIGHT_NUMBER = re.compile(r"^F\d+$")
 _FLIGHT_IN_TEXT = re.compile(r"Flight Number:\s*([^,\s]+)")
 _ROAD_IN_TEXT = re.compile(r"duration:\s*[^,]+,\s*distance:\s*.+?,\s*cost:\s*\S+")
+_TIGHT_SEP = re.compile(r"(?<! )\||\|(?! )")
+"""A field separator that is not `` | `` (which real names hold: ``San Luis Valley Museum | Alamosa``)."""
+_HOTEL_LINE = re.compile(r"^(?P<name>.*) min\S+(?: (?:entire|private|shared|no-[a-z]+|[a-z]+-ok))*$")
+_RESTAURANT_LINE = re.compile(r"^(?P<name>.*?)(?: \+[A-Z][a-z]+)*$")
 
 
 # ───────────────────────────── turns ─────────────────────────────
@@ -189,8 +210,51 @@ def _int_text(text: str) -> str:
     return str(int(value)) if value != float("inf") and float(value).is_integer() else text
 
 
-def compact_observation(name: str, observation: Observation) -> str:
-    """Render a registry observation compactly (one line per option, cheapest first)."""
+ROOM_WORDS: dict[str, str] = {"Entire home/apt": "entire", "Private room": "private", "Shared room": "shared"}
+"""The database's room types → the word a hotel line carries when the query constrains the room type."""
+
+
+def rule_word(rule: str) -> str:
+    """Return the one word a house rule is shown by (``children under 10`` → ``children``)."""
+    return rule.split()[0] if rule.strip() else rule
+
+
+def _room_word(text: str) -> str:
+    return ROOM_WORDS.get(text.strip(), text.strip().split(" ")[0].lower() or EMPTY)
+
+
+def _rooms(people: int, occupancy: str) -> int:
+    """Rooms a group needs (``ceil(people / maximum occupancy)``; 1 when the occupancy is unreadable)."""
+    value = _number(occupancy)
+    if value == float("inf") or value < 1:
+        return 1
+    return -(-people // int(value))
+
+
+def _hotel_line(row: list[str], query: QueryRecord | None) -> str:
+    """``Name minN``, then the room type and the requested house rule when the query constrains them."""
+    line = f"{row[0]} min{_int_text(row[4])}"
+    wants = query.local_constraint if query is not None else None
+    if wants is not None and wants.room_type is not None:
+        line += f" {_room_word(row[2])}"
+    if wants is not None and wants.house_rule is not None:
+        word = rule_word(wants.house_rule)
+        line += f" no-{word}" if f"No {wants.house_rule}" in row[3] else f" {word}-ok"
+    return line
+
+
+def _restaurant_line(row: list[str], query: QueryRecord | None) -> str:
+    """Write the name, then ``+Cuisine`` for each requested cuisine the restaurant serves."""
+    wanted = query.local_constraint.cuisine if query is not None else None
+    return row[0] + "".join(f" +{c}" for c in wanted or () if c in row[1])
+
+
+def compact_observation(name: str, observation: Observation, query: QueryRecord | None = None) -> str:
+    """Render a registry observation compactly (one line per option, cheapest first).
+
+    ``query`` (the episode's task) adds what its constraints need (see the module docstring); without
+    constraints and for one traveller the lines are the same as without a query.
+    """
     text = observation.text
     if observation.error == "no_result":
         return "none"
@@ -201,11 +265,12 @@ def compact_observation(name: str, observation: Observation) -> str:
         rows = sorted(_rows(text, 6), key=lambda r: (_number(r[1]), r[2], r[0]))
         return "\n".join(r[0] for r in rows)
     if name == "SearchAccommodation":
-        rows = sorted(_rows(text, 7), key=lambda r: (_number(r[1]), r[0]))
-        return "\n".join(f"{r[0]} min{_int_text(r[4])}" for r in rows)
+        people = query.people_number if query is not None else 1
+        rows = sorted(_rows(text, 7), key=lambda r: (_number(r[1]) * _rooms(people, r[5]), r[0]))
+        return "\n".join(_hotel_line(r, query) for r in rows)
     if name == "SearchRestaurant":
         rows = sorted(_rows(text, 4), key=lambda r: (_number(r[2]), r[0]))
-        return "\n".join(r[0] for r in rows)
+        return "\n".join(_restaurant_line(r, query) for r in rows)
     if name == "SearchAttraction":
         return "\n".join(r[0] for r in _rows(text, 2))
     if name == "SearchCity":
@@ -222,11 +287,18 @@ class CompactTools:
 
     Args:
         inner: The registry (its text format is parsed; its errors are kept as data).
+        query: The episode's task: its constraints decide what the lines carry (:func:`compact_observation`).
+            None renders as for a task without constraints (one traveller).
 
     """
 
-    def __init__(self, inner: Tools) -> None:
+    def __init__(self, inner: Tools, query: QueryRecord | None = None) -> None:
         self.inner = inner
+        self.query = query
+
+    def for_query(self, query: QueryRecord | None) -> CompactTools:
+        """Return a wrapper of the same tools that renders for ``query`` (self when it already does)."""
+        return self if query is self.query else CompactTools(self.inner, query)
 
     def schemas(self) -> list[dict[str, Any]]:
         """Return the inner tools' schemas (the compact protocol does not show them to the model)."""
@@ -235,7 +307,8 @@ class CompactTools:
     def call(self, name: str, arguments: Any) -> Observation:
         """Call the inner tool and shorten its answer (``ok``, ``error`` and ``fault`` are kept)."""
         obs = self.inner.call(name, arguments)
-        return Observation(compact_observation(name, obs), ok=obs.ok, error=obs.error, fault=obs.fault)
+        text = compact_observation(name, obs, self.query)
+        return Observation(text, ok=obs.ok, error=obs.error, fault=obs.fault)
 
 
 # ───────────────────────────── plans ─────────────────────────────
@@ -312,8 +385,29 @@ def expand_plan(text: str, query: QueryRecord, world: Any) -> tuple[DayPlan, ...
     return tuple(_expand_day(number, line, query, world) for number, line in enumerate(lines, start=1))
 
 
-def _expand_day(number: int, line: str, query: QueryRecord, world: Any) -> DayPlan:
+def _fields(line: str) -> list[str]:
+    """Split a plan line at ``|``; when that gives no seven fields, keep `` | `` (inside a name) whole."""
     fields = [f.strip() for f in line.split(FIELD_SEP)]
+    if len(fields) != len(PLAN_FIELDS):
+        tight = [f.strip() for f in _TIGHT_SEP.split(line)]
+        if len(tight) == len(PLAN_FIELDS):
+            return tight
+    return fields
+
+
+def _names_city(value: str, cities: Sequence[str], world: Any) -> bool:
+    """Whether ``Name, City`` ends in a city: one of the day's cities, or one the world knows."""
+    if ", " not in value:
+        return False
+    city = value.rsplit(", ", 1)[1].strip()
+    if city in cities:
+        return True
+    knows = getattr(world, "knows_city", None)
+    return bool(knows(city)) if callable(knows) else False
+
+
+def _expand_day(number: int, line: str, query: QueryRecord, world: Any) -> DayPlan:
+    fields = _fields(line)
     if len(fields) != len(PLAN_FIELDS):
         raise CompactPlanError(
             f"day {number} has {len(fields)} fields; write {len(PLAN_FIELDS)}: {FIELD_SEP.join(PLAN_FIELDS)}"
@@ -329,7 +423,7 @@ def _expand_day(number: int, line: str, query: QueryRecord, world: Any) -> DayPl
     def item(value: str) -> str:
         if value == EMPTY:
             return EMPTY
-        return value if ", " in value else f"{value}, {stay}"
+        return value if _names_city(value, cities, world) else f"{value}, {stay}"
 
     sights = [s.strip() for s in fields[3].split(ITEM_SEP) if s.strip()]
     attraction = EMPTY if fields[3] == EMPTY else "".join(f"{item(s)};" for s in sights)
@@ -407,16 +501,36 @@ def compact_steps(query: QueryRecord, plan: Sequence[DayPlan]) -> list[_Step]:
     return steps
 
 
+def _hotel_name(line: str) -> str:
+    """Return the name of a hotel line (``Name minN`` and any attribute words after it)."""
+    match = _HOTEL_LINE.match(line)
+    return (match.group("name") if match else line.rsplit(" ", 1)[0]).strip()
+
+
+def _restaurant_lines(observation: str) -> dict[str, str]:
+    """Restaurant name → its line (the name and any ``+Cuisine`` tags), first line of a name wins."""
+    found: dict[str, str] = {}
+    for line in observation.split("\n"):
+        match = _RESTAURANT_LINE.match(line.strip())
+        if match:
+            found.setdefault(match.group("name").strip(), line.strip())
+    return found
+
+
 def expert_note(step: _Step, observation: str) -> str:
     r"""Write the expert's note on a usable result: what the plan will take from it, in plan order.
 
     Flights: the chosen number (the cheapest, listed first). Roads: ``drive`` or ``taxi``. Hotels: the
     result lines copied in order down to the chosen one (``Quiet Garden Loft min3;Bright Lakeside Cabin
-    min1``), so skipping a hotel whose minimum stay is too long is a local decision. Restaurants,
-    attractions and cities: the ones used, ``;``-separated, in plan order.
+    min1``), so skipping a hotel whose minimum stay is too long — or whose room type or house rule the task
+    excludes, when the lines carry them — is a local decision. Restaurants: the lines of the ones used
+    (with their ``+Cuisine`` tags when the task asks for cuisines), attractions and cities: the ones used,
+    all ``;``-separated, in plan order.
 
     >>> expert_note(_Step(ToolCall("SearchAccommodation", {"city": "X"}), ("B",)), "A min3\nB min1\nC min1")
     'A min3;B min1'
+    >>> expert_note(_Step(ToolCall("SearchRestaurant", {"city": "X"}), ("Q", "P")), "P\nQ +Mexican\nR")
+    'Q +Mexican;P'
     """
     name, expect = step.call.name, step.expect
     if name == "SearchFlight":
@@ -427,9 +541,12 @@ def expert_note(step: _Step, observation: str) -> str:
         lines = []
         for line in observation.split("\n"):
             lines.append(line.strip())
-            if line.rsplit(" ", 1)[0].strip() == expect[0]:
+            if _hotel_name(line) == expect[0]:
                 return ITEM_SEP.join(lines)
         return expect[0]
+    if name == "SearchRestaurant":
+        lines = _restaurant_lines(observation)
+        return ITEM_SEP.join(lines.get(item, item) for item in expect)
     return ITEM_SEP.join(expect)
 
 

@@ -6,7 +6,8 @@ means it hit the turn limit or the context limit (Gymnasium terms). The reward i
 ends, then the configured reward of :mod:`star_lib.rewards` (format gate included).
 
 The episode protocol (``RolloutConfig.protocol``, a :class:`~star_lib.agent.protocol.Protocol`) renders the
-task and the observations and parses the turns and the plan.
+task and the observations and parses the turns and the plan; ``reset`` has it wrap the tools for the episode's
+task (:meth:`~star_lib.agent.protocol.Protocol.wrap_tools`: compact lines carry what its constraints need).
 
 Tools come from a :class:`~star_lib.travel.tools.ToolRegistry` over the world, optionally wrapped in a
 :class:`~star_lib.travel.faults.FaultInjector` seeded per episode. Model mistakes never raise: a malformed
@@ -87,14 +88,11 @@ class TravelEnv:
         self.world = world
         self.config = config or RolloutConfig()
         self.protocol: Protocol = get_protocol(self.config.protocol)
-        # e.g. compact observations, rendered before any fault is injected
-        self.base_tools: Tools = self.protocol.wrap_tools(tools if tools is not None else _registry(world))
+        self._raw_tools: Tools = tools if tools is not None else _registry(world)
         self.faults = faults
-        self.tools: Tools = self.base_tools
-        if faults is not None:
-            from star_lib.travel.faults import FaultInjector
-
-            self.tools = FaultInjector(self.base_tools, faults)
+        # e.g. compact observations, rendered before any fault is injected; rewrapped for each task in reset
+        self.base_tools: Tools = self.protocol.wrap_tools(self._raw_tools)
+        self.tools: Tools = self._with_faults(self.base_tools)
         self.schemas = tool_schemas(self.base_tools)
         self._episode: Episode | None = None
         self._final_requested = False
@@ -115,6 +113,9 @@ class TravelEnv:
         query = (options or {}).get("query")
         if not isinstance(query, QueryRecord):
             raise ValueError('reset needs options={"query": QueryRecord(...)}')
+        base = self.protocol.wrap_tools(self._raw_tools, query)  # the task decides what compact lines carry
+        if base is not self.base_tools:
+            self.base_tools, self.tools = base, self._with_faults(base)
         if hasattr(self.tools, "reset"):
             self.tools.reset(seed)
         task = self.protocol.render_task(query, self.schemas, self.config)
@@ -193,6 +194,14 @@ class TravelEnv:
         return self._episode
 
     # ── internals ──
+
+    def _with_faults(self, base: Tools) -> Tools:
+        """Wrap ``base`` in the fault injector when the environment has a fault model."""
+        if self.faults is None:
+            return base
+        from star_lib.travel.faults import FaultInjector
+
+        return FaultInjector(base, self.faults)
 
     def _require_live(self) -> Episode:
         if self._episode is None or self.done:

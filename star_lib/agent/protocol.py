@@ -105,8 +105,13 @@ class Protocol(ABC):
     def parse_turn(self, text: Any) -> Turn:
         """Parse one assistant turn strictly; never raises (mistakes are :class:`FormatError` data)."""
 
-    def wrap_tools(self, tools: Tools) -> Tools:
-        """Return the tools as this protocol's model sees them (before any fault is injected)."""
+    def wrap_tools(self, tools: Tools, query: QueryRecord | None = None) -> Tools:
+        """Return the tools as this protocol's model sees them on ``query`` (before any fault is injected).
+
+        :class:`~star_lib.agent.env.TravelEnv` wraps once without a query (for the schemas) and again at
+        every ``reset`` with the episode's task; a protocol whose observations do not depend on the task
+        returns the same object both times.
+        """
         return tools
 
     def render_observation(self, text: str) -> dict[str, str]:
@@ -217,9 +222,11 @@ class CompactProtocol(Protocol):
         """Parse with :func:`star_lib.agent.compact.parse_turn`."""
         return compact.parse_turn(text)
 
-    def wrap_tools(self, tools: Tools) -> Tools:
-        """Make the tools answer compactly."""
-        return tools if isinstance(tools, compact.CompactTools) else compact.CompactTools(tools)
+    def wrap_tools(self, tools: Tools, query: QueryRecord | None = None) -> Tools:
+        """Make the tools answer compactly, with what ``query``'s constraints need in the lines."""
+        if isinstance(tools, compact.CompactTools):
+            return tools.for_query(query)
+        return compact.CompactTools(tools, query)
 
     def render_format_error(self, error: FormatError) -> dict[str, str]:
         """Return a short observation (tiny models read it)."""

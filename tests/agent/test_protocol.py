@@ -118,3 +118,23 @@ def test_react_plan_that_repeats_a_key_is_refused_not_read_last_wins(query: Quer
     twice = plan.replace('"breakfast": ', '"breakfast": "Nowhere, Denver", "breakfast": ', 1)
     parsed, error = get_protocol("react").parse_plan(twice, query, None)
     assert parsed is None and "repeats a key" in error and "breakfast" in error
+
+
+def test_wrap_tools_hands_the_task_to_the_compact_renderer_and_leaves_react_tools_alone(
+    query: QueryRecord, fake_tools
+) -> None:
+    from dataclasses import replace
+
+    from star_lib.agent.compact import CompactTools
+    from star_lib.types import LocalConstraint
+
+    react, compact = get_protocol("react"), get_protocol("compact")
+    assert react.wrap_tools(fake_tools) is fake_tools and react.wrap_tools(fake_tools, query) is fake_tools
+    bare = compact.wrap_tools(fake_tools)
+    assert isinstance(bare, CompactTools) and bare.query is None and bare.inner is fake_tools
+    hard = replace(query, local_constraint=LocalConstraint(room_type="private room"))
+    bound = compact.wrap_tools(bare, hard)
+    assert (
+        bound.query is hard and bound.inner is fake_tools and bare.query is None
+    )  # a new wrapper, not a mutation
+    assert compact.wrap_tools(bound, hard) is bound
