@@ -212,6 +212,11 @@ class SynthStageConfig:
     """Difficulty mix of the SFT/test pool."""
     data_seed: int = 0
     """Seed of the synthesis (the RL prompts use a derived seed; per-query world seeds derive from it)."""
+    ood: dict[str, Any] = field(default_factory=dict)
+    """The out-of-distribution split (:mod:`star_lib.experiments.ood`; per-query worlds only): ``n`` tasks
+    (``per_world`` per fresh world) drawn with ``days_choices`` and ``mix``, kept when their trip length or
+    constraint combination occurs in no training task; written as ``ood/test.jsonl`` + ``ood/shift.json``.
+    Empty (the default): no split, and the eval stage scores the held-out tasks only."""
     per_world: int = 4
     """Per-query worlds only: tasks synthesised in each training and RL world."""
     n_test: int = 200
@@ -222,6 +227,10 @@ class SynthStageConfig:
     """Other ``star_lib.synth.SynthConfig`` fields (e.g. ``splits``, ``tie_break``, ``days_choices``)."""
 
     def __post_init__(self) -> None:
+        if self.ood:
+            from star_lib.experiments.ood import OODConfig
+
+            OODConfig.from_section(self.ood)  # a bad synth.ood is refused when the config loads
         for name in ("n_base", "per_world", "n_test", "test_per_world"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -243,6 +252,11 @@ def run_synth(cfg: SynthStageConfig, inputs: Mapping[str, Path], out: Path) -> d
     if hasattr(world, "for_query"):
         _synth_per_world(cfg, world, rl_mix, out)
     else:
+        if cfg.ood:
+            raise ConfigError(
+                "synth.ood needs world.source synthetic-per-query: OOD tasks come from worlds no training "
+                "task comes from, and a single world has none"
+            )
         options = {"mix": cfg.base_mix, "seed": cfg.data_seed, **cfg.options}
         base = synthesize(world, _synth_config(n=cfg.n_base, **options))
         write_dataset(base, out / "base")
@@ -277,6 +291,25 @@ def _synth_per_world(cfg: SynthStageConfig, worlds: Any, rl_mix: str, out: Path)
     rl = tasks("rl", cfg.rl_data_size, cfg.per_world, rl_mix)
     for rel, records in (("base/train.jsonl", base), ("base/test.jsonl", held_out), ("rl/train.jsonl", rl)):
         write_jsonl_atomic(out / rel, [record_row(r) for r in records])
+    if cfg.ood:
+        _synth_ood(cfg, worlds, [*base, *rl], out)
+
+
+def _synth_ood(cfg: SynthStageConfig, worlds: Any, training: Sequence[Any], out: Path) -> None:
+    """Write the OOD split (``ood/``): tasks outside the training tasks' lengths or constraint combinations.
+
+    Raises:
+        ConfigError: Too few such tasks, naming the ``synth.ood`` setting to change.
+
+    """
+    from star_lib.experiments.ood import OODConfig, build_ood_split, write_ood_split
+
+    try:
+        ood = OODConfig.from_section(cfg.ood)
+        records, payload = build_ood_split(ood, worlds, training, cfg.data_seed, cfg.options)
+    except ValueError as exc:
+        raise ConfigError(f"synth.{exc}") from None
+    write_ood_split(out, records, payload)
 
 
 def _count_lines(folder: Path, pattern: str = "*.jsonl") -> int:
@@ -378,7 +411,14 @@ class EvalStageConfig:
     temperature: float = 0.0
     """Sampling temperature; 0 (greedy, the default) makes a score independent of sampling luck."""
     max_queries: int | None = None
-    """Evaluate at most this many queries (None: the whole split)."""
+    """Evaluate at most this many queries (None: the whole split); also caps the OOD split."""
+    ood: dict[str, Any] = field(default_factory=dict)
+    """``star_lib.agent.RolloutConfig`` fields for the OOD split (``synth.ood``) over ``options``: its longer
+    trips need more turns and context, e.g. ``{max_turns: 32, max_context_tokens: 2048}``. When the synth
+    stage wrote the split, every evaluated model is also scored on it: ``ood/…`` (the last model, like
+    ``eval/…``), ``ood/<model>/…`` when several are evaluated, ``ood/long/…`` and ``ood/constraints/…`` on the
+    tasks carrying each shift, and ``ood/paired/<last>-<other>/mean|se``; its episodes go to
+    ``ood.parquet``."""
     chunk_size: int = 8
     """Episodes per checkpointed chunk (a preempted job resumes after the last chunk)."""
     options: dict[str, Any] = field(default_factory=dict)
@@ -387,6 +427,7 @@ class EvalStageConfig:
     def __post_init__(self) -> None:
         if self.chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
+        _check_ood_options(self.ood)
         if self.max_queries is not None and self.max_queries < 1:
             raise ValueError(f"max_queries must be >= 1 or null, got {self.max_queries}")
         object.__setattr__(self, "models", tuple(self.models))
@@ -474,6 +515,7 @@ def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dic
     for other, _ in models[:-1]:
         diff = paired_difference(episodes["sum"].to_list(), tables[other]["sum"].to_list())
         rows += metrics_rows({f"eval/paired/{primary}-{other}/{k}": v for k, v in diff.items()})
+    rows += _eval_ood(cfg, inputs, models, world, out)
     write_metrics(out, rows)
     # eval.parquet: the flat per-episode table; rollouts.parquet adds the transcript and verdicts (explorer).
     every = pl.concat(
@@ -486,6 +528,81 @@ def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dic
     policy_kind = "expert" if models[-1][1] is None else "model"
     write_parquet_atomic(out / "rollouts.parquet", episodes.with_columns(pl.lit(policy_kind).alias("policy")))
     return {"chunk_log": chunk_log, "policy": policy_kind, "models": [m for m, _ in models]}
+
+
+def _check_ood_options(values: Mapping[str, Any]) -> None:
+    """Refuse ``eval.ood`` keys that are no ``RolloutConfig`` field (or that the experiment decides)."""
+    if not values:
+        return
+    if not isinstance(values, Mapping):
+        raise ValueError(f"ood must be a mapping of RolloutConfig fields, got {values!r}")
+    import dataclasses
+
+    from star_lib.agent.config import RolloutConfig
+
+    allowed = sorted({f.name for f in dataclasses.fields(RolloutConfig)} - {"seed", *_PROTOCOL_FIELDS})
+    unknown = sorted(set(values) - set(allowed))
+    if unknown:
+        raise ValueError(f"ood: unknown key(s) {unknown}; allowed keys are {allowed}")
+
+
+def _eval_ood(
+    cfg: EvalStageConfig,
+    inputs: Mapping[str, Path],
+    models: Sequence[tuple[str, Path | None]],
+    world: Any,
+    out: Path,
+) -> list[dict[str, Any]]:
+    """Score every model on the OOD split the synth stage wrote (none: no rows); writes ``ood.parquet``.
+
+    Raises:
+        ConfigError: An OOD turn limit the expert cannot finish in, naming ``eval.ood.max_turns``.
+
+    """
+    if "ood" not in inputs:
+        return []
+    import dataclasses
+
+    import polars as pl
+
+    from star_lib.agent.summary import episode_summary, paired_difference
+    from star_lib.experiments.ood import SHIFTS, read_shifts
+    from star_lib.travel.metrics import compute_metrics
+
+    queries = read_queries(inputs["ood"] / "test.jsonl")[: cfg.max_queries]
+    shifts = {s: flags[: len(queries)] for s, flags in read_shifts(inputs["ood"]).items()}
+    ood_cfg = dataclasses.replace(cfg, options={**cfg.options, **cfg.ood})
+    try:
+        check_turn_budget(ood_cfg, queries, world)
+    except ConfigError as exc:
+        raise ConfigError(f"on the OOD split, {str(exc).replace('eval.', 'eval.ood.')}") from None
+    rows: list[dict[str, Any]] = []
+    tables: dict[str, Any] = {}
+    primary = models[-1][0]
+    for name, path in models:
+        table, _ = _episodes(ood_cfg, _load_policy(cfg, path), queries, world, out, f"ood-{name}")
+        tables[name] = table
+        reports = dict(table.select("query_index", "report").iter_rows())
+        every = [_report_from_json(reports.get(i)) for i in range(len(queries))]
+        values = compute_metrics(queries, every)
+        values.update({k: v for k, v in episode_summary(table).items() if k not in values})
+        for shift in SHIFTS:
+            picked = [i for i, flag in enumerate(shifts[shift]) if flag]
+            if picked:
+                part = compute_metrics([queries[i] for i in picked], [every[i] for i in picked])
+                values.update({f"{shift}/{k}": v for k, v in part.items()})
+        if len(models) > 1:
+            rows += metrics_rows({f"ood/{name}/{k}": v for k, v in values.items()})
+        if name == primary:
+            rows += metrics_rows({f"ood/{k}": v for k, v in values.items()})
+    for other, _ in models[:-1]:
+        diff = paired_difference(tables[primary]["sum"].to_list(), tables[other]["sum"].to_list())
+        rows += metrics_rows({f"ood/paired/{primary}-{other}/{k}": v for k, v in diff.items()})
+    episodes = tables[primary]
+    flags = [pl.Series(s, [shifts[s][i] for i in episodes["query_index"].to_list()]) for s in SHIFTS]
+    keep = [c for c in episodes.columns if c not in ("report", "messages")]
+    write_parquet_atomic(out / "ood.parquet", episodes.select(keep).with_columns(flags))
+    return rows
 
 
 def check_turn_budget(cfg: EvalStageConfig, queries: Sequence[Any], world: Any) -> int:
@@ -678,7 +795,7 @@ _PROTOCOL_FIELDS: tuple[str, ...] = (
 
 def _eval_inputs(stages: tuple[str, ...]) -> dict[str, tuple[str, str]]:
     """Return the eval inputs: world, tasks, the SFT output (``base/``, ``model/``) and the RL model."""
-    inputs = {"world": ("world", "db"), "data": ("synth", "base/test.jsonl")}
+    inputs = {"world": ("world", "db"), "data": ("synth", "base/test.jsonl"), "ood": ("synth", "ood?")}
     if "sft" in stages:
         inputs["sft"] = ("sft", ".")
     if "rl" in stages:

@@ -142,6 +142,8 @@ def run_stages(
     """Run (or reuse) every stage of ``config`` in order; returns stage name → output.
 
     ``on_start(name)`` is called before a stage is looked up or run, ``on_stage(name, output)`` after it.
+    An input whose path ends in ``?`` is optional: absent from the source's output, it is not passed (and
+    not part of the stage's key, so adding one changes no existing key).
 
     Raises:
         ConfigError: a stage is unavailable, misconfigured, or lacks an input stage.
@@ -153,7 +155,10 @@ def run_stages(
         stage = registry.get(name)
         inputs: dict[str, Path] = {}
         hashes: dict[str, str] = {}
-        for input_name, (source, rel) in stage.inputs(config.stages).items():
+        for input_name, (source, spec) in stage.inputs(config.stages).items():
+            rel = spec.removesuffix("?")  # "ood?": optional, left out when the source did not write it
+            if spec.endswith("?") and (source not in outputs or not (outputs[source].path / rel).exists()):
+                continue
             if source not in outputs:
                 raise ConfigError(f"stage {name!r} reads {source!r} output; add {source!r} to stages")
             inputs[input_name] = outputs[source].path / rel if rel not in ("", ".") else outputs[source].path

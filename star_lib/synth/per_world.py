@@ -17,8 +17,9 @@ from star_lib.synth.dataset import synthesize
 from star_lib.travel.worldset import IDX_STRIDE, WorldSet, query_idx
 from star_lib.types import QueryRecord
 
-WORLD_KINDS: dict[str, int] = {"train": 0, "rl": 400_000, "eval": 700_000}
-"""Offsets of the world seeds of each use (disjoint for any base seed)."""
+WORLD_KINDS: dict[str, int] = {"train": 0, "rl": 400_000, "eval": 700_000, "ood": 900_000}
+"""Offsets of the world seeds of each use (disjoint for any base seed; ``ood``: the out-of-distribution split
+of :mod:`star_lib.experiments.ood`)."""
 
 
 def world_seeds(base_seed: int, kind: str, count: int) -> list[int]:
