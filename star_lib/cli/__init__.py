@@ -33,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "experiments",  # star run | submit | status
     "plan",  # star plan (per-GPU memory of a config on a cluster profile)
     "report",  # star report
+    "study",  # star study (the tiny study: every finding grid, then star report)
     "demo",  # star demo
 )
 

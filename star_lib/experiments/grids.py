@@ -12,6 +12,18 @@ A grid can also be a YAML file::
     seeds: [0, 1]
 
 Axes may name nested stage settings with a dot (``synth.n_base``). Run names follow ``grid__run__seed``.
+
+``base`` may also name a config (``learning-signal``) or a *base file*: a YAML holding only ``base`` and
+``set``. ``set`` gives settings every run of the grid shares (top-level axes or dotted stage settings, applied
+over the base, not part of the run names) — the tiny study's grids (``configs/study/``) are the
+learning-signal recipe with the study's evaluation (``configs/study/base.yaml``) and their own RL budget::
+
+    name: reward
+    finding: reward
+    base: base.yaml                      # base: learning-signal, set: {synth.ood: …, eval.models: [rl]}
+    set: {rl.max_steps: 40}
+    axes: {reward: [sum, macro, success, curriculum], model: [tiny-s, tiny-l]}
+    seeds: [0, 1, 2]
 """
 
 from __future__ import annotations
@@ -305,7 +317,7 @@ def _grid_from_file(path: Path, seeds: Iterable[int] | None) -> Grid:
     if not path.is_file():
         raise FileNotFoundError(f"grid file {path} not found")
     data = read_yaml(path) or {}
-    allowed = ["name", "base", "axes", "seeds", "finding"]
+    allowed = ["name", "base", "set", "axes", "seeds", "finding"]
     unknown = sorted(set(data) - set(allowed))
     if unknown:
         raise ConfigError(f"{path}: unknown grid key(s) {unknown}; allowed keys are {allowed}")
@@ -316,10 +328,8 @@ def _grid_from_file(path: Path, seeds: Iterable[int] | None) -> Grid:
             f"{path}: finding: {finding!r} is not allowed; choose one of {findings} (the notebook that reads "
             "the grid's runs), or leave the key out for runs no finding notebook reads"
         )
-    base = data.get("base") or {}
-    if isinstance(base, str):
-        base = load_config(path.parent / base)
     try:
+        base = _with_settings(_grid_base(path, data.get("base") or {}), data.get("set") or {}, path)
         return factorial(
             data.get("name") or path.stem,
             base,
@@ -329,3 +339,41 @@ def _grid_from_file(path: Path, seeds: Iterable[int] | None) -> Grid:
         )
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+
+
+def _grid_base(path: Path, base: Any, depth: int = 0) -> dict[str, Any]:
+    """Return a grid file's ``base`` as a config dict.
+
+    ``base`` is a mapping, a named config, an experiment YAML, or a base file (only ``base`` and ``set``)
+    resolved recursively; paths are relative to the file naming them.
+
+    Raises:
+        ConfigError: a base that is none of those, or base files that name each other in a loop.
+
+    """
+    if isinstance(base, Mapping):
+        return dict(base)
+    if not isinstance(base, str) or not base.strip():
+        raise ConfigError(
+            f"{path}: base: {base!r} is not allowed; give a mapping, a config name or a YAML path"
+        )
+    if depth > 8:
+        raise ConfigError(f"base: the base files under {path.parent} name each other in a loop")
+    target = path.parent / base
+    if not target.is_file() and Path(base).suffix not in (".yaml", ".yml"):
+        return load_config(base).to_dict()  # a named config: configs/<base>.yaml
+    data = read_yaml(target) if target.is_file() else None
+    if isinstance(data, dict) and data and set(data) <= {"base", "set"}:
+        inner = _grid_base(target, data.get("base") or {}, depth + 1)
+        return _with_settings(inner, data.get("set") or {}, target)
+    return load_config(target).to_dict()
+
+
+def _with_settings(base: Mapping[str, Any], settings: Any, path: Path) -> dict[str, Any]:
+    """Apply a grid file's ``set`` (top-level axes or dotted stage settings) to a base config dict."""
+    if not isinstance(settings, Mapping):
+        raise ConfigError(f"set: must be a mapping of settings (in {path.name}), got {settings!r}")
+    data = copy.deepcopy(dict(base))
+    for key, value in settings.items():
+        _set_key(data, str(key), value)
+    return data

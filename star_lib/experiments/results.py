@@ -369,3 +369,46 @@ def paper_reference() -> pl.DataFrame:
 def with_reference(results: Results) -> pl.DataFrame:
     """Our rows and the paper's in one table (``source`` tells them apart)."""
     return pl.concat([results.frame, paper_reference()], how="vertical")
+
+
+# ───────────────────────────── the published tiny study ─────────────────────────────
+
+STUDY_RESULTS = Path(__file__).resolve().parents[2] / "reports" / "tiny-study"
+"""The published tiny study: one summary parquet per run (``star study --scale tiny`` writes them)."""
+
+
+def load_study(
+    folder: str | os.PathLike[str] = STUDY_RESULTS, findings: list[str] | None = None
+) -> pl.DataFrame:
+    """Load the published per-run summaries (``<folder>/<finding>/<grid>__<arm>__s<seed>.parquet``).
+
+    One row per run: ``finding``, ``grid``, ``run``, ``arm``, ``seed``, ``commit``, ``dirty``,
+    ``config_hash``, ``wall_s``, ``compute_s``, ``finished``, the axes, the held-out metrics (``eval/…``,
+    ``ood/…``), the stage times (``cost/<stage>_s``), the run's ``config`` (JSON) and its RL curve
+    (``rl_steps``, ``rl_reward``). Runs missing a metric another run has get null there.
+
+    Args:
+        folder: The published study (default ``reports/tiny-study`` of this checkout).
+        findings: Only these findings' sub-folders.
+
+    Raises:
+        FileNotFoundError: ``folder`` does not exist.
+        ValueError: a summary that cannot be read, naming the file.
+
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise FileNotFoundError(f"no published study at {root} (star study --scale tiny writes it)")
+    frames = []
+    for path in sorted(root.glob("*/*.parquet")):
+        if findings is not None and path.parent.name not in findings:
+            continue
+        try:
+            frames.append(pl.read_parquet(path))
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            raise ValueError(f"{path}: not a readable run summary ({type(exc).__name__}: {exc})") from None
+    if not frames:
+        return pl.DataFrame(
+            schema={"finding": pl.String, "grid": pl.String, "run": pl.String, "seed": pl.Int64}
+        )
+    return pl.concat(frames, how="diagonal_relaxed").sort("finding", "run")

@@ -1,0 +1,105 @@
+"""``star study --scale tiny``: every finding grid of the tiny study, then ``star report``.
+
+Example::
+
+    star study --scale tiny --dry-run          # the runs, and minutes per grid on 2 cores
+    star study --scale tiny --commit           # run (resumably), committing each run's summary as it ends
+    star study --scale tiny --only reward,noise --seeds 0,1,2
+    star study --config-of reward__sum_tiny-s__s0 > run.yaml && star run run.yaml --grid reward
+
+The grids are ``configs/study/<grid>.yaml`` in the order ``configs/study/study.yaml`` gives; runs go to
+``<runs>/<grid>/<run>/`` with the stage cache in ``<runs>/_stages`` (a killed study continues where it
+stopped: finished runs are skipped, finished stages reused). Each finished run's summary is written to
+``reports/tiny-study/<finding>/<run>.parquet`` (no weights); ``--commit`` commits that one file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    """Add ``star study``."""
+    parser = subparsers.add_parser(
+        "study",
+        help="the tiny study: every finding grid (resumable), one summary per run in reports/tiny-study",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--scale", default="tiny", choices=["tiny"], help="study scale (tiny only)")
+    parser.add_argument(
+        "--study", default=None, help="study file (default: configs/study/study.yaml of this checkout)"
+    )
+    parser.add_argument("--only", default="", help="comma-separated grids of the study, e.g. reward,noise")
+    parser.add_argument(
+        "--seeds", default=None, help="comma-separated seeds of every arm (default: the study's)"
+    )
+    parser.add_argument("--runs", default="runs", help="runs folder (default: runs)")
+    parser.add_argument("--cache", default=None, help="stage cache (default: <runs>/_stages)")
+    parser.add_argument(
+        "--out", default=None, help="published summaries (default: reports/tiny-study of this checkout)"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the runs and minutes per grid; run nothing"
+    )
+    parser.add_argument(
+        "--commit", action="store_true", help="git commit each finished run's summary file (that file only)"
+    )
+    parser.add_argument("--no-report", action="store_true", help="do not run `star report` at the end")
+    parser.add_argument("--reports", default="reports", help="folder `star report` writes (default: reports)")
+    parser.add_argument("--config-of", default=None, metavar="RUN", help="print one run's experiment YAML")
+    parser.set_defaults(func=run_study_command)
+
+
+def run_study_command(args: argparse.Namespace) -> int:
+    """Dry run, one run's config, or the study itself (then the report)."""
+    import yaml
+
+    from star_lib.cli.experiments import parse_seeds
+    from star_lib.experiments.study import (
+        MIN_SEEDS,
+        PROJECT_ROOT,
+        PUBLISHED_DIR,
+        STUDY_FILE,
+        describe_estimates,
+        estimate,
+        read_study,
+        run_study,
+    )
+
+    study = read_study(args.study or STUDY_FILE)
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else list(study.seeds)
+    only = [name.strip() for name in args.only.split(",") if name.strip()]
+    grids = study.load_grids(only, seeds)
+    if len(seeds) < MIN_SEEDS:
+        print(
+            f"note: {len(seeds)} seed(s) per arm; the study's intervals need >= {MIN_SEEDS}", file=sys.stderr
+        )
+    if args.config_of:
+        for grid in grids:
+            for config in grid.runs:
+                if config.name == args.config_of:
+                    print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
+                    return 0
+        raise ValueError(f"--config-of {args.config_of}: no run of that name in {[g.name for g in grids]}")
+    if args.dry_run:
+        print(describe_estimates(estimate(grids, study.timing), study.grid_budget_minutes, seeds))
+        return 0
+    out = args.out or str(PROJECT_ROOT / PUBLISHED_DIR)
+
+    def show(outcome: Any) -> None:
+        extra = f"  {outcome.error}" if outcome.error else ("  committed" if outcome.committed else "")
+        print(f"{outcome.status:8s} {outcome.run}{extra}", flush=True)
+
+    results = run_study(grids, args.runs, out, cache=args.cache, commit=args.commit, on_run=show)
+    failed = [r for r in results if r.status == "failed"]
+    print(f"study: {len(results) - len(failed)} of {len(results)} runs finished; summaries in {out}")
+    if not args.no_report:
+        from star_lib.cli import main
+
+        code = main(["report", "--scale", args.scale, "--results-dir", args.runs, "--out", args.reports])
+        if code:
+            return code
+    return 1 if failed else 0

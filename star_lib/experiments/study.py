@@ -1,0 +1,552 @@
+"""The tiny study (issue 13): every finding grid run in order, one published summary per finished run.
+
+``star study --scale tiny`` reads ``configs/study/study.yaml`` (:class:`StudyConfig`): the grids to run (one
+YAML per finding under ``configs/study/``), the seeds, the per-grid time budget and the stage timings the
+estimate uses. It runs every grid's runs through the experiment runner (:func:`.runner.run_experiment`:
+finished runs are skipped and stages come from the content-addressed cache, so a killed study continues
+where it stopped and SFT is trained once per model size for the whole study), writes each finished run's
+summary to ``reports/tiny-study/<finding>/<run>.parquet`` (:func:`write_summary`, no weights), optionally
+commits that one file (``--commit``), and finally runs ``star report``.
+
+The published table (:func:`star_lib.experiments.results.load_study`) has one row per run with
+:data:`SUMMARY_COLUMNS`, the run's axes, its held-out metrics (``eval/…`` and ``ood/…``), the stage wall
+times (``cost/…``) and the RL training curve (``rl_steps`` / ``rl_reward``).
+
+:func:`estimate` predicts the compute each grid adds, in study order: a stage whose content (its resolved
+config and its inputs' content) an earlier run already produced costs nothing, exactly as in the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from star_lib.experiments.artifacts import stable_hash
+from star_lib.experiments.config import CONFIGS_DIR, ConfigError, ExperimentConfig
+from star_lib.experiments.grids import Grid, load_grid
+from star_lib.io import atomic_path, read_yaml
+
+STUDY_DIR = CONFIGS_DIR / "study"
+"""The tiny study's grids and settings (``configs/study/``)."""
+STUDY_FILE = STUDY_DIR / "study.yaml"
+"""The study's settings (grid order, seeds, budget, timings)."""
+PROJECT_ROOT = CONFIGS_DIR.parent
+"""The checkout whose commit a summary records (the code that ran)."""
+PUBLISHED_DIR = Path("reports") / "tiny-study"
+"""Where the published per-run summaries live (relative to the project root)."""
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    "finding",
+    "grid",
+    "run",
+    "arm",
+    "seed",
+    "commit",
+    "dirty",
+    "config_hash",
+    "wall_s",
+    "compute_s",
+    "finished",
+)
+"""Columns every summary row has (beside the axes, the metrics and the RL curve)."""
+HELD_OUT_PREFIXES: tuple[str, ...] = ("eval/", "ood/")
+"""Metrics a summary keeps: the held-out and OOD scores (``cost/…`` too, and the RL curve)."""
+MIN_SEEDS = 3
+"""Seeds per arm issue 13 asks for (fewer runs, with a note)."""
+
+
+class StudyError(ConfigError):
+    """A study setting, grid or option that is not allowed; the message names it."""
+
+
+# ───────────────────────────── settings ─────────────────────────────
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per unit of work on 2 CPU cores, for :func:`estimate` (``timing:`` in ``study.yaml``)."""
+
+    world: float = 2.0
+    """A world stage."""
+    synth: float = 60.0
+    """A synth stage."""
+    teacher: float = 100.0
+    """A teacher stage."""
+    warmup_step: float = 0.15
+    """One copy warm-up step of ``tiny``."""
+    sft_step: float = 1.2
+    """One SFT step of ``tiny``."""
+    rl_episode: float = 0.27
+    """One RL episode of ``tiny`` (rollout and update)."""
+    eval_episode: float = 0.1
+    """One held-out evaluation episode of ``tiny``."""
+    ood_episode: float = 0.25
+    """One OOD evaluation episode of ``tiny``."""
+    model_factor: dict[str, float] = field(
+        default_factory=lambda: {"tiny-s": 0.6, "tiny": 1.0, "tiny-l": 2.0}
+    )
+    """Cost of a model size relative to ``tiny`` (others: 1)."""
+    algorithm_factor: dict[str, float] = field(
+        default_factory=lambda: {"grpo": 1.0, "dapo": 1.8, "arpo": 1.2}
+    )
+    """Cost of an RL algorithm relative to GRPO."""
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """``study.yaml``: which grids, in which order, with which seeds, budget and timings."""
+
+    grids: tuple[str, ...]
+    """Grid names (``<name>.yaml`` beside ``study.yaml``), in the order they run."""
+    seeds: tuple[int, ...] = (0, 1, 2)
+    """Seeds of every arm."""
+    scale: str = "tiny"
+    """The study's scale (only ``tiny`` has a study file)."""
+    grid_budget_minutes: float = 90.0
+    """Most minutes a grid's estimate may take (the dry run flags the ones above)."""
+    timing: Timing = field(default_factory=Timing)
+    """Stage timings of the estimate."""
+    folder: Path = STUDY_DIR
+    """Folder of the grid files."""
+
+    def grid_path(self, name: str) -> Path:
+        """Return the YAML file of grid ``name``."""
+        return self.folder / f"{name}.yaml"
+
+    def load_grids(self, only: Sequence[str] = (), seeds: Sequence[int] | None = None) -> list[Grid]:
+        """Return the study's grids in order (``only``: those, by grid or finding name), with ``seeds``.
+
+        Raises:
+            StudyError: ``only`` names no grid of the study.
+
+        """
+        wanted = list(self.grids)
+        if only:
+            unknown = [name for name in only if name not in self.grids]
+            if unknown:
+                raise StudyError(
+                    f"--only {','.join(only)}: {unknown} is not a grid of the study {list(self.grids)}"
+                )
+            wanted = [name for name in self.grids if name in only]
+        chosen = list(seeds) if seeds is not None else list(self.seeds)
+        return [load_grid(self.grid_path(name), seeds=chosen) for name in wanted]
+
+
+def read_study(path: str | os.PathLike[str] = STUDY_FILE) -> StudyConfig:
+    """Read a study file (``configs/study/study.yaml``).
+
+    Raises:
+        FileNotFoundError: the file, or one of the grid files it names, is missing.
+        StudyError: an unknown key or a bad value, naming the file and the key.
+
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"study file {path} not found")
+    data = read_yaml(path) or {}
+    allowed = ["scale", "seeds", "grids", "grid_budget_minutes", "timing"]
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise StudyError(f"{path}: unknown key(s) {unknown}; allowed keys are {allowed}")
+    grids = data.get("grids")
+    if not isinstance(grids, list) or not grids or not all(isinstance(g, str) for g in grids):
+        raise StudyError(f"{path}: grids: give a non-empty list of grid names (files beside {path.name})")
+    missing = [g for g in grids if not (path.parent / f"{g}.yaml").is_file()]
+    if missing:
+        raise FileNotFoundError(f"{path}: grids {missing} have no file {path.parent}/<grid>.yaml")
+    seeds = data.get("seeds", [0, 1, 2])
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
+        raise StudyError(f"{path}: seeds: give a non-empty list of integers >= 0, got {seeds!r}")
+    timing = data.get("timing") or {}
+    fields_ = set(Timing.__dataclass_fields__)
+    if not isinstance(timing, dict) or set(timing) - fields_:
+        raise StudyError(f"{path}: timing: allowed keys are {sorted(fields_)}, got {timing!r}")
+    budget = data.get("grid_budget_minutes", 90.0)
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:
+        raise StudyError(f"{path}: grid_budget_minutes: give a positive number of minutes, got {budget!r}")
+    return StudyConfig(
+        grids=tuple(grids),
+        seeds=tuple(seeds),
+        scale=str(data.get("scale", "tiny")),
+        grid_budget_minutes=float(budget),
+        timing=Timing(**timing),
+        folder=path.parent,
+    )
+
+
+# ───────────────────────────── estimate ─────────────────────────────
+
+
+_BASE_ONLY: dict[tuple[str, str], tuple[str, ...]] = {
+    ("synth", "base"): ("rl_data_size", "difficulty", "ood")
+}
+"""Outputs that do not depend on some of their stage's settings (the SFT/test tasks ignore the RL axes and
+the OOD split), so runs differing only there share what reads them, as the cache does."""
+
+
+@dataclass
+class RunEstimate:
+    """The stages one run adds, and their seconds."""
+
+    run: str
+    """Run name."""
+    new: dict[str, float]
+    """Stage → seconds, for the stages no earlier run produced."""
+
+    @property
+    def seconds(self) -> float:
+        """Seconds of the new stages."""
+        return sum(self.new.values())
+
+
+@dataclass
+class GridEstimate:
+    """A grid's estimate: per run, the new stages it computes."""
+
+    grid: Grid
+    """The grid."""
+    runs: list[RunEstimate]
+    """One per run, in order."""
+    alone_s: float
+    """Seconds the grid takes run on its own (an empty cache)."""
+
+    @property
+    def seconds(self) -> float:
+        """Seconds the grid adds in study order (stages earlier grids computed are free)."""
+        return sum(r.seconds for r in self.runs)
+
+    def count(self, stage: str) -> int:
+        """Return how many runs compute ``stage`` anew."""
+        return sum(1 for r in self.runs if stage in r.new)
+
+
+def _stage_seconds(name: str, config: ExperimentConfig, timing: Timing) -> float:
+    """Seconds one stage of ``config`` takes, from its budgets (steps, episodes) and :class:`Timing`."""
+    factor = timing.model_factor.get(config.model, 1.0)
+    if name in ("world", "synth", "teacher"):
+        return float(getattr(timing, name))
+    if name == "sft":
+        warm = (config.sft.get("copy_warmup") or {}).get("steps", 0)
+        return factor * (warm * timing.warmup_step + config.sft.get("max_steps", 0) * timing.sft_step)
+    if name == "rl":
+        rl = config.rl
+        episodes = rl.get("max_steps", 50) * rl.get("prompts_per_step", 2) * rl.get("num_generations", 8)
+        return factor * timing.algorithm_factor.get(config.algorithm, 1.0) * episodes * timing.rl_episode
+    if name == "eval":
+        models = len(config.eval.get("models") or [None])
+        cap = config.eval.get("max_queries")
+        held_out = config.synth.get("n_test", 200)
+        ood = (config.synth.get("ood") or {}).get("n", 0) if config.synth.get("ood") else 0
+        if cap:
+            held_out, ood = min(held_out, cap), min(ood, cap)
+        return factor * models * (held_out * timing.eval_episode + ood * timing.ood_episode)
+    return 0.0
+
+
+def stage_signatures(config: ExperimentConfig, registry: Any = None) -> dict[str, str]:
+    """Return a content signature per stage of ``config``: equal signatures mean the cache shares the stage.
+
+    A stage's signature hashes its resolved config and the signatures of the outputs it reads, as the stage
+    cache's key hashes the inputs' content; the SFT/test tasks (``synth`` ``base/``) ignore the RL axes.
+    """
+    from star_lib.experiments.pipeline import build_registry
+
+    registry = registry or build_registry()
+    resolved = registry.check(config)
+    signatures: dict[str, str] = {}
+    reads: dict[str, dict[str, str]] = {}
+    for name, stage_config in resolved.items():
+        stage = registry.get(name)
+        inputs = {}
+        for input_name, (source, spec) in stage.inputs(config.stages).items():
+            if source not in signatures:
+                continue
+            top = spec.removesuffix("?").split("/")[0]
+            ignored = _BASE_ONLY.get((source, top))
+            if ignored:
+                own = registry.get(source).config_dict(resolved[source])
+                part = {k: v for k, v in own.items() if k not in ignored}
+                inputs[input_name] = stable_hash({"config": part, "inputs": reads[source], "out": spec})
+            else:
+                inputs[input_name] = stable_hash({"sig": signatures[source], "out": spec})
+        reads[name] = inputs
+        signatures[name] = stable_hash(
+            {"stage": name, "config": stage.config_dict(stage_config), "inputs": inputs}
+        )
+    return signatures
+
+
+def estimate(grids: Sequence[Grid], timing: Timing, done: Iterable[str] = ()) -> list[GridEstimate]:
+    """Estimate each grid's compute in order: stages an earlier run (or ``done``) produced cost nothing."""
+    from star_lib.experiments.pipeline import build_registry
+
+    registry = build_registry()
+    seen = set(done)
+    out = []
+    for grid in grids:
+        runs = []
+        alone: set[str] = set()
+        alone_s = 0.0
+        for config in grid.runs:
+            signatures = stage_signatures(config, registry)
+            new = {}
+            for name, signature in signatures.items():
+                seconds = _stage_seconds(name, config, timing)
+                if signature not in alone:
+                    alone.add(signature)
+                    alone_s += seconds
+                if signature not in seen:
+                    seen.add(signature)
+                    new[name] = seconds
+            runs.append(RunEstimate(config.name, new))
+        out.append(GridEstimate(grid, runs, alone_s))
+    return out
+
+
+def describe_estimates(estimates: Sequence[GridEstimate], budget_minutes: float, seeds: Sequence[int]) -> str:
+    """Return the dry run's text: every run with the stages it adds, and per grid its minutes."""
+    lines = []
+    total = 0.0
+    for est in estimates:
+        grid = est.grid
+        arms = sorted({r.name.rsplit("__s", 1)[0] for r in grid.runs})
+        lines.append(
+            f"{grid.name} (finding {grid.finding}): {len(grid)} runs = {len(arms)} arms x {len(seeds)} seeds "
+            f"{list(seeds)}; axes {[a for a in grid.axes if a != 'seed']}"
+        )
+        for run in est.runs:
+            added = ", ".join(f"{s} {v / 60:.1f}" for s, v in run.new.items()) or "all stages shared"
+            lines.append(f"  {run.run:48s} {run.seconds / 60:6.1f} min  ({added})")
+        minutes, alone = est.seconds / 60, est.alone_s / 60
+        flag = "" if minutes <= budget_minutes else f"  OVER the {budget_minutes:g}-minute budget"
+        lines.append(
+            f"  = {minutes:.0f} min in study order ({est.count('sft')} SFT, {est.count('rl')} RL, "
+            f"{est.count('eval')} eval stages new); {alone:.0f} min run alone{flag}"
+        )
+        total += est.seconds
+    lines.append(
+        f"study: {total / 3600:.1f} h estimated on 2 cores for {sum(len(e.grid) for e in estimates)} runs"
+    )
+    return "\n".join(lines)
+
+
+# ───────────────────────────── summaries ─────────────────────────────
+
+
+def git_commit_of(folder: str | os.PathLike[str] = ".") -> tuple[str, bool]:
+    """Return the commit checked out at ``folder`` and whether code or configs differ from it ("unknown")."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", str(folder), "status", "--porcelain", "--", "star_lib", "configs"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown", False
+    return head, bool(status.strip())
+
+
+def summary_path(out_dir: str | os.PathLike[str], grid: Grid, run: str) -> Path:
+    """Return where a run's summary is published: ``<out>/<finding>/<run>.parquet``."""
+    return Path(out_dir) / (grid.finding or grid.name) / f"{run}.parquet"
+
+
+def run_summary(grid: Grid, config: ExperimentConfig, run_dir: Path, commit: tuple[str, bool]) -> Any:
+    """Return a finished run's one-row summary (a polars frame): ids, axes, held-out metrics, costs, curve.
+
+    Raises:
+        FileNotFoundError: the run has no ``metrics.parquet`` (it has not finished).
+
+    """
+    import polars as pl
+
+    from star_lib.experiments.results import AXIS_SCHEMA
+    from star_lib.experiments.runner import read_run_record
+
+    path = run_dir / "metrics.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: run {config.name} has not finished")
+    metrics = pl.read_parquet(path)
+    record = read_run_record(run_dir) or {}
+    final = metrics.filter(pl.col("step").is_null())
+    values: dict[str, float] = {}
+    for stage, metric, value in final.select("stage", "metric", "value").iter_rows():
+        if metric.startswith(HELD_OUT_PREFIXES) and stage == "eval":
+            values[metric] = value
+        elif metric == "cost/stage_wall_s":
+            values[f"cost/{stage}_s"] = value
+    curve = metrics.filter((pl.col("stage") == "rl") & (pl.col("metric") == "train/reward")).sort("step")
+    axes = config.axes()
+    axes["curriculum_boundaries"] = ",".join(f"{b:.4g}" for b in config.curriculum_boundaries)
+    row: dict[str, Any] = {
+        "finding": grid.finding or grid.name,
+        "grid": grid.name,
+        "run": config.name,
+        "arm": config.name.split("__")[1] if config.name.count("__") >= 2 else config.name,
+        "seed": config.seed,
+        "commit": commit[0],
+        "dirty": commit[1],
+        "config_hash": config.fingerprint(),
+        "wall_s": float(record.get("wall_s") or 0.0),
+        "compute_s": float(sum(s.get("wall_s", 0.0) for s in record.get("stages") or [])),
+        "finished": float(record.get("finished") or time.time()),
+        **{k: axes[k] for k in AXIS_SCHEMA},
+        "config": json.dumps(config.to_dict(), sort_keys=True),
+        "rl_steps": [int(s) for s in curve["step"].to_list()],
+        "rl_reward": [float(v) for v in curve["value"].to_list()],
+        **values,
+    }
+    schema = {
+        **{k: AXIS_SCHEMA[k] for k in AXIS_SCHEMA},
+        "rl_steps": pl.List(pl.Int64),
+        "rl_reward": pl.List(pl.Float64),
+    }
+    return pl.DataFrame([row], schema_overrides=schema)
+
+
+def published_hash(path: Path) -> str | None:
+    """Return the ``config_hash`` of a published summary (None when there is none or it cannot be read)."""
+    import polars as pl
+
+    try:
+        return pl.read_parquet(path, columns=["config_hash"])["config_hash"][0]
+    except (OSError, pl.exceptions.PolarsError, IndexError):
+        return None
+
+
+def write_summary(frame: Any, path: Path) -> Path:
+    """Write a run summary atomically."""
+    with atomic_path(path) as tmp:
+        frame.write_parquet(tmp)
+    return path
+
+
+def git_root(folder: str | os.PathLike[str]) -> Path:
+    """Return the top of the git work tree holding ``folder`` (or its nearest existing parent).
+
+    Raises:
+        StudyError: it is not inside a git repository.
+
+    """
+    here = Path(folder).resolve()
+    while not here.exists():
+        here = here.parent
+    top = subprocess.run(
+        ["git", "-C", str(here), "rev-parse", "--show-toplevel"], capture_output=True, text=True
+    )
+    if top.returncode != 0:
+        raise StudyError(f"--commit: {folder} is not inside a git repository")
+    return Path(top.stdout.strip())
+
+
+def commit_file(path: Path, message: str, attempts: int = 5) -> bool:
+    """``git commit`` exactly ``path`` (other staged or changed files stay as they are); False if unchanged.
+
+    Raises:
+        StudyError: ``path`` is not inside a git repository, or git refuses the commit (its message).
+
+    """
+    root = str(git_root(path.parent))
+    rel = os.path.relpath(path.resolve(), Path(root).resolve())
+    for attempt in range(attempts):
+        add = subprocess.run(["git", "-C", root, "add", "--", rel], capture_output=True, text=True)
+        if add.returncode == 0:
+            changed = subprocess.run(["git", "-C", root, "diff", "--cached", "--quiet", "--", rel])
+            if changed.returncode == 0:
+                return False
+            done = subprocess.run(
+                ["git", "-C", root, "commit", "-q", "-m", message, "--only", "--", rel],
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode == 0:
+                return True
+            error = (done.stderr or done.stdout).strip()
+        else:
+            error = add.stderr.strip()
+        if "index.lock" not in error or attempt == attempts - 1:
+            raise StudyError(
+                f"--commit: git refused to commit {rel}: {error.splitlines()[-1] if error else '?'}"
+            )
+        time.sleep(2.0)
+    return False
+
+
+# ───────────────────────────── the study ─────────────────────────────
+
+
+@dataclass
+class StudyRun:
+    """What happened to one run of the study."""
+
+    grid: str
+    """Grid name."""
+    run: str
+    """Run name."""
+    status: str
+    """``done`` (ran now), ``skipped`` (finished before) or ``failed``."""
+    summary: Path | None = None
+    """The published summary (None when the run failed)."""
+    committed: bool = False
+    """Whether ``--commit`` committed the summary now."""
+    error: str | None = None
+    """Last line of the error of a failed run."""
+
+
+def run_study(
+    grids: Sequence[Grid],
+    runs_root: str | os.PathLike[str] = "runs",
+    out_dir: str | os.PathLike[str] = PUBLISHED_DIR,
+    *,
+    cache: str | os.PathLike[str] | None = None,
+    commit: bool = False,
+    on_run: Callable[[StudyRun], None] | None = None,
+) -> list[StudyRun]:
+    """Run every grid's runs in order, publishing each finished run's summary (and committing it).
+
+    A run already finished is skipped by the runner; its summary is rewritten only when the published one
+    is of another config (so a rerun commits nothing new). A failed run is reported and the study goes on.
+    """
+    from star_lib.experiments.runner import CACHE_DIRNAME, _last_line, grid_dir, run_experiment
+
+    if commit:
+        git_root(out_dir)  # refused before any run, not after the first one
+    cache = cache or Path(runs_root) / CACHE_DIRNAME
+    results = []
+    for grid in grids:
+        folder = grid_dir(runs_root, grid)
+        grid.write_manifest(folder)
+        for config in grid.runs:
+            try:
+                result = run_experiment(config, folder / config.name, cache=cache, grid=grid.name)
+            except Exception as exc:  # the run's run.json says where it failed; the study goes on
+                outcome = StudyRun(grid.name, config.name, "failed", error=_last_line(exc))
+            else:
+                outcome = StudyRun(grid.name, config.name, result.status)
+                outcome.summary, outcome.committed = _publish(grid, config, result.run_dir, out_dir, commit)
+            results.append(outcome)
+            if on_run is not None:
+                on_run(outcome)
+    return results
+
+
+def _publish(
+    grid: Grid, config: ExperimentConfig, run_dir: Path, out_dir: Any, commit: bool
+) -> tuple[Path, bool]:
+    """Write a finished run's summary unless the same config's is published; commit it when asked."""
+    path = summary_path(out_dir, grid, config.name)
+    if published_hash(path) != config.fingerprint():
+        write_summary(run_summary(grid, config, run_dir, git_commit_of(PROJECT_ROOT)), path)
+    if not commit:
+        return path, False
+    message = f"tiny study: {config.name} ({grid.finding or grid.name} grid), held-out and OOD summary"
+    return path, commit_file(path, message)

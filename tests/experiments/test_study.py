@@ -1,0 +1,291 @@
+"""The tiny study's machinery: the OOD split, the study grids and their estimate, published run summaries,
+resuming a killed study, and ``--commit``. Every run here is the compact expert on a few tasks (seconds)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from star_lib.cli import main
+from star_lib.experiments.config import ConfigError, ExperimentConfig
+from star_lib.experiments.runner import run_experiment
+
+OOD = {"n": 6, "per_world": 2, "days_choices": [3, 5, 7], "mix": "2:1:1"}
+TOY = {
+    "model": "tiny",
+    "protocol": "compact",
+    "difficulty": "easy",
+    "rl_data_size": 4,
+    "stages": ["world", "synth", "eval"],
+    "world": {"source": "synthetic-per-query", "scale": "tiny"},
+    "synth": {"n_base": 8, "base_mix": "easy", "n_test": 4, "days_choices": [3, 5], "ood": OOD},
+    "eval": {"max_turns": 16, "chunk_size": 4, "ood": {"max_turns": 40, "max_context_tokens": 4096}},
+}
+"""Expert-only runs in per-query worlds with an OOD split whose tasks carry both shifts."""
+REQUIRED = ("finding", "run", "seed", "commit", "config_hash", "wall_s", "eval/final_pass", "ood/final_pass")
+
+
+def toy(**changes) -> ExperimentConfig:
+    return ExperimentConfig.from_dict({**json.loads(json.dumps(TOY)), **changes})
+
+
+def jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def stage_dir(cache: Path, stage: str) -> Path:
+    (found,) = [p for p in (cache / stage).iterdir() if p.is_dir() and not p.name.endswith(".partial")]
+    return found
+
+
+# ───────────────────────────── the OOD split ─────────────────────────────
+
+
+@pytest.fixture(scope="module")
+def ood_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ood")
+    result = run_experiment(toy(name="ood"), root / "g" / "ood", cache=root / "_stages")
+    assert result.status == "done", result.error
+    return root
+
+
+def test_ood_split_holds_long_and_unseen_constraint_tasks_none_of_them_trained_on(ood_run):
+    from star_lib.experiments.ood import constraint_signature
+    from star_lib.synth.dataset import held_out_key
+    from star_lib.travel.worldset import IDX_STRIDE
+    from star_lib.types import QueryRecord
+
+    synth = stage_dir(ood_run / "_stages", "synth")
+    training = [
+        QueryRecord.from_dict(r) for r in jsonl(synth / "base/train.jsonl") + jsonl(synth / "rl/train.jsonl")
+    ]
+    held_out = [QueryRecord.from_dict(r) for r in jsonl(synth / "base/test.jsonl")]
+    ood = [QueryRecord.from_dict(r) for r in jsonl(synth / "ood/test.jsonl")]
+    assert len(ood) == OOD["n"]
+    train_days = {r.days for r in training}
+    train_combos = {constraint_signature(r) for r in training}
+    assert train_days == {3, 5} and train_combos == {()}  # the easy 3/5-day recipe
+    long = [r for r in ood if r.days not in train_days]
+    unseen = [r for r in ood if constraint_signature(r) not in train_combos]
+    assert long and all(r.days == 7 for r in long)  # 7-day trips
+    assert unseen and all(
+        r.level in ("medium", "hard") for r in unseen
+    )  # constraint combinations never trained
+    assert all(r in long or r in unseen for r in ood)  # nothing in-distribution
+    worlds = {r.idx // IDX_STRIDE for r in ood}
+    assert not worlds & {r.idx // IDX_STRIDE for r in training + held_out}  # unseen worlds
+    assert not {held_out_key(r) for r in ood} & {held_out_key(r) for r in training}  # no OOD task trained on
+    shift = json.loads((synth / "ood/shift.json").read_text())
+    assert [t["long"] for t in shift["tasks"]] == [r.days == 7 for r in ood]
+    assert [t["constraints"] for t in shift["tasks"]] == [bool(constraint_signature(r)) for r in ood]
+
+
+def test_eval_scores_the_ood_split_beside_the_held_out_tasks(ood_run):
+    metrics = pl.read_parquet(ood_run / "g" / "ood" / "metrics.parquet").filter(pl.col("step").is_null())
+    values = dict(metrics.select("metric", "value").iter_rows())
+    assert values["eval/n"] == 4 and values["ood/n"] == OOD["n"]
+    assert values["ood/final_pass"] == 1.0  # the expert solves them: the limits of eval.ood suffice
+    assert 0 < values["ood/long/n"] < OOD["n"] and 0 < values["ood/constraints/n"] < OOD["n"]
+    episodes = pl.read_parquet(stage_dir(ood_run / "_stages", "eval") / "ood.parquet")
+    assert episodes.height == OOD["n"] and {"long", "constraints"} <= set(episodes.columns)
+
+
+def test_without_synth_ood_the_eval_stage_reads_no_ood_input_and_reports_no_ood_metrics(tmp_path):
+    synth = {k: v for k, v in TOY["synth"].items() if k != "ood"}
+    result = run_experiment(toy(name="plain", synth=synth), tmp_path / "g" / "plain")
+    assert result.status == "done", result.error
+    (evaluated,) = [p for p in (tmp_path / "_stages" / "eval").iterdir() if p.is_dir()]
+    assert set(json.loads((evaluated / "stage.json").read_text())["inputs"]) == {
+        "world",
+        "data",
+    }  # key as before
+    names = set(pl.read_parquet(tmp_path / "g" / "plain" / "metrics.parquet")["metric"])
+    assert "eval/final_pass" in names and not any(n.startswith("ood/") for n in names)
+
+
+@pytest.mark.parametrize(
+    ("section", "value", "match"),
+    [
+        ("synth", {"ood": {"n": 0}}, r"ood.n must be an integer >= 1"),
+        ("synth", {"ood": {"days": [7]}}, r"ood: unknown key\(s\) \['days'\]"),
+        ("synth", {"ood": {"days_choices": [6]}}, r"ood.days_choices"),
+        ("eval", {"ood": {"max_turn": 3}}, r"eval: ood: unknown key\(s\) \['max_turn'\]"),
+    ],
+)
+def test_bad_ood_settings_are_refused_when_the_config_loads(tmp_path, section, value, match):
+    from star_lib.experiments.pipeline import load_config
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(toy(**{section: {**TOY[section], **value}}).to_dict()))
+    with pytest.raises(ConfigError, match=match):
+        load_config(path)
+
+
+def test_synth_ood_in_a_single_world_is_refused_naming_the_world_source(tmp_path):
+    config = toy(world={"source": "synthetic", "scale": "small"}, synth={"n_base": 60, "ood": {"n": 2}})
+    with pytest.raises(ConfigError, match="synth.ood needs world.source synthetic-per-query"):
+        run_experiment(config, tmp_path / "g" / "single")
+
+
+# ───────────────────────────── the study's grids ─────────────────────────────
+
+
+def test_study_dry_run_lists_every_finding_with_three_seeds_per_arm_within_the_budget(capsys):
+    from star_lib.experiments.grids import FINDINGS
+    from star_lib.experiments.study import read_study
+
+    assert main(["study", "--scale", "tiny", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    study = read_study()
+    grids = study.load_grids()
+    assert {g.finding for g in grids} == {*FINDINGS, "interactions"}
+    for grid in grids:
+        arms: dict[str, set[int]] = {}
+        for config in grid.runs:
+            arms.setdefault(config.name.rsplit("__s", 1)[0], set()).add(config.seed)
+            assert f"  {config.name} " in out
+            assert config.synth["ood"]["n"] >= 200 and config.synth["n_test"] >= 200  # issue 13: >= 200
+        assert arms and all(len(seeds) >= 3 for seeds in arms.values()), grid.name
+        assert f"{grid.name} (finding {grid.finding}): {len(grid)} runs" in out
+    assert "OVER" not in out  # every grid's estimate within grid_budget_minutes
+    models = {c.model for g in grids for c in g.runs}
+    assert models == {"tiny-s", "tiny", "tiny-l"}  # the scale axis
+
+
+def test_study_estimate_shares_sft_across_arms_and_grids():
+    from star_lib.experiments.study import Timing, estimate, read_study
+
+    study = read_study()
+    scale, reward, data = study.load_grids(["scale", "reward", "data"])
+    first, second, third = estimate([scale, reward, data], Timing())
+    assert first.count("sft") == 3 and second.count("sft") == 0 and third.count("sft") == 0
+    assert third.count("teacher") == 0 and third.count("synth") == 3  # more RL prompts, the same SFT tasks
+    assert second.count("rl") == len(reward) - 6  # its SUM arms are the scale grid's runs
+    assert second.seconds < second.alone_s
+
+
+# ───────────────────────────── running a study ─────────────────────────────
+
+
+@pytest.fixture
+def toy_study(tmp_path):
+    folder = tmp_path / "study"
+    folder.mkdir()
+    grid = {
+        "name": "rewards",
+        "finding": "reward",
+        "base": TOY,
+        "axes": {"reward": ["sum", "success"]},
+        "seeds": [0],
+    }
+    (folder / "rewards.yaml").write_text(yaml.safe_dump(grid))
+    (folder / "study.yaml").write_text(yaml.safe_dump({"grids": ["rewards"], "seeds": [0]}))
+    return folder
+
+
+def study_args(tmp_path, study, *extra) -> list[str]:
+    return [
+        "study", "--study", str(study / "study.yaml"), "--runs", str(tmp_path / "runs"),
+        "--out", str(tmp_path / "published"), "--no-report", *extra,
+    ]  # fmt: skip
+
+
+def test_a_two_run_study_publishes_one_summary_per_run_and_a_rerun_reruns_nothing(
+    tmp_path, toy_study, capsys
+):
+    from star_lib.experiments.results import load_study
+
+    assert main(study_args(tmp_path, toy_study)) == 0
+    assert "note: 1 seed(s) per arm" in capsys.readouterr().err
+    paths = sorted((tmp_path / "published" / "reward").glob("*.parquet"))
+    assert [p.name for p in paths] == ["rewards__success__s0.parquet", "rewards__sum__s0.parquet"]
+    table = load_study(tmp_path / "published")
+    assert table.height == 2 and set(REQUIRED) <= set(table.columns)
+    row = table.filter(pl.col("run") == "rewards__sum__s0").row(0, named=True)
+    assert row["finding"] == "reward" and row["seed"] == 0 and row["arm"] == "sum" and len(row["commit"]) >= 7
+    assert row["wall_s"] > 0 and row["reward"] == "sum" and row["eval/final_pass"] == 1.0
+    config = ExperimentConfig.from_dict(json.loads(row["config"]))
+    assert config.fingerprint() == row["config_hash"]  # the summary says how to rerun it exactly
+    stamps = [p.stat().st_mtime_ns for p in paths]
+    assert main(study_args(tmp_path, toy_study)) == 0
+    assert capsys.readouterr().out.count("skipped") == 2
+    assert [p.stat().st_mtime_ns for p in paths] == stamps  # nothing rewritten
+
+
+def test_a_killed_study_continues_where_it_stopped(tmp_path, toy_study, monkeypatch, capsys):
+    import star_lib.experiments.runner as runner
+
+    real = runner.run_experiment
+    calls = []
+
+    def killed_on_the_second_run(config, run_dir, **kwargs):
+        calls.append(config.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the session ends mid-study
+        return real(config, run_dir, **kwargs)
+
+    monkeypatch.setattr(runner, "run_experiment", killed_on_the_second_run)
+    assert main(study_args(tmp_path, toy_study)) == 130
+    published = tmp_path / "published" / "reward"
+    assert [p.name for p in published.glob("*.parquet")] == ["rewards__sum__s0.parquet"]
+    first = (published / "rewards__sum__s0.parquet").stat().st_mtime_ns
+    monkeypatch.setattr(runner, "run_experiment", real)
+    capsys.readouterr()
+    assert main(study_args(tmp_path, toy_study)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "skipped  rewards__sum__s0" in lines and "done     rewards__success__s0" in lines
+    assert (published / "rewards__sum__s0.parquet").stat().st_mtime_ns == first
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_study_commit_commits_exactly_each_summary_file(tmp_path, toy_study, capsys):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "config", "user.email", "t@example.com")
+    git(repo, "config", "user.name", "t")
+    (repo / "other.txt").write_text("staged, not the study's\n")
+    (repo / "loose.txt").write_text("unstaged\n")
+    git(repo, "add", "other.txt")
+    args = study_args(tmp_path, toy_study, "--commit")
+    args[args.index("--out") + 1] = str(repo / "reports" / "tiny-study")
+    assert main(args) == 0
+    assert capsys.readouterr().out.count("committed") == 2
+    commits = git(repo, "rev-list", "HEAD").split()
+    files = sorted(git(repo, "show", "--name-only", "--format=", sha).split() for sha in commits)
+    assert files == [
+        ["reports/tiny-study/reward/rewards__success__s0.parquet"],
+        ["reports/tiny-study/reward/rewards__sum__s0.parquet"],
+    ]
+    subjects = sorted(git(repo, "log", "-1", "--format=%s", sha).strip() for sha in commits)
+    assert subjects[0].startswith("tiny study: rewards__success__s0 ")  # the message names the run
+    assert git(repo, "diff", "--cached", "--name-only").split() == [
+        "other.txt"
+    ]  # still staged, not committed
+    assert main(args) == 0 and "committed" not in capsys.readouterr().out  # nothing new to commit
+
+
+def test_study_commit_outside_a_git_repository_says_so(tmp_path, toy_study, capsys):
+    assert main(study_args(tmp_path, toy_study, "--commit")) == 2
+    assert "is not inside a git repository" in capsys.readouterr().err
+    assert not (tmp_path / "runs" / "rewards").exists()  # refused before any run
+
+
+def test_study_only_an_unknown_grid_is_refused_naming_the_study_grids(tmp_path, toy_study, capsys):
+    assert main(study_args(tmp_path, toy_study, "--only", "rewardz")) == 2
+    assert "['rewardz'] is not a grid of the study ['rewards']" in capsys.readouterr().err
+
+
+def test_study_config_of_prints_the_yaml_star_run_reruns(tmp_path, toy_study, capsys):
+    assert main(study_args(tmp_path, toy_study, "--config-of", "rewards__success__s0")) == 0
+    data = yaml.safe_load(capsys.readouterr().out)
+    assert data["name"] == "rewards__success__s0" and data["reward"] == "success"
+    assert data["synth"]["ood"] == OOD
