@@ -3,10 +3,12 @@
 ``star report`` (:func:`build_reports`) runs each ``notebooks/NN_*.ipynb`` with papermill, injecting the
 notebooks' parameters (``results_dir``, ``scale``, ``launch``, ``figures_dir``), and writes into ``reports/``:
 
-- ``<name>.ipynb`` — the executed notebook (also when a cell failed: the error is in it);
+- ``<name>.ipynb`` — the executed notebook (also when a cell failed: the error is in it), signed as trusted
+  (:func:`trust_notebook`, what ``jupyter trust`` does) so JupyterLab runs its charts' scripts;
 - ``<name>.html`` — an offline HTML page (nbconvert's lab template without MathJax, RequireJS, Mermaid or
-  widget scripts — nothing loads from a CDN; figures are PNGs embedded as data URIs, widgets show their
-  HTML snapshot);
+  widget scripts — nothing loads from a CDN): figures are interactive charts (tooltips, zoom) drawn by the
+  Vega bundle the page inlines once in its ``<head>`` (:func:`star_lib.viz.charts.hoist_vega_bundle`), with
+  their PNG embedded as a data URI as the fallback; widgets show their HTML snapshot;
 - ``figures/*.png`` — every figure, saved by the notebooks themselves (``star_lib.viz.charts.show_chart``);
 - ``index.html`` — one row per notebook linking both files, with its one-line summary (the verdict the
   notebook displayed) and its figures as thumbnails.
@@ -32,6 +34,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from star_lib.io import write_text_atomic
+from star_lib.viz.charts import hoist_vega_bundle
 from star_lib.viz.params import LAUNCH_MODES, SCALES, resolve_path
 
 NOTEBOOK_PATTERN = re.compile(r"^(\d\d)_[A-Za-z0-9_]+\.ipynb$")
@@ -203,8 +207,28 @@ def notebook_to_html(notebook: str | Path, out: str | Path) -> Path:
     body, _ = exporter.from_notebook_node(nbformat.read(str(notebook), as_version=4))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(body, encoding="utf-8")
+    write_text_atomic(out, hoist_vega_bundle(body))
     return out
+
+
+def trust_notebook(notebook: str | Path) -> bool:
+    """Sign an executed notebook as trusted in this user's Jupyter signature store (``jupyter trust``).
+
+    JupyterLab runs the scripts of a trusted notebook's outputs (the interactive charts) and strips them from
+    an untrusted one (which then shows the PNGs). Returns False, changing nothing, when the store cannot be
+    written (a read-only home).
+    """
+    import sqlite3
+
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    try:
+        nb = nbformat.read(str(notebook), as_version=4)
+        NotebookNotary().sign(nb)
+    except (OSError, sqlite3.Error):
+        return False
+    return True
 
 
 def run_notebook(source: Path, cfg: ReportConfig) -> NotebookReport:
@@ -250,6 +274,7 @@ def run_notebook(source: Path, cfg: ReportConfig) -> NotebookReport:
         report.summary = summaries[-1] if summaries else None
         report.figures = _outputs(nb, "figure")
         report.html = notebook_to_html(report.executed, out_dir / f"{name}.html")
+        trust_notebook(report.executed)
     return report
 
 
