@@ -149,6 +149,8 @@ def read_study(path: str | os.PathLike[str] = STUDY_FILE) -> StudyConfig:
     if not path.is_file():
         raise FileNotFoundError(f"study file {path} not found")
     data = read_yaml(path) or {}
+    if not isinstance(data, dict):
+        raise StudyError(f"{path}: a study file is a mapping of settings, got {type(data).__name__}")
     allowed = ["scale", "seeds", "grids", "grid_budget_minutes", "timing"]
     unknown = sorted(set(data) - set(allowed))
     if unknown:

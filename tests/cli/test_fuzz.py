@@ -209,6 +209,14 @@ CASES: list[tuple[list[str], str]] = [
     (["demo", "--reports", "{d}/afile/r"], "--reports"),
     (["report", "--out", "{d}/afile"], "--out"),
     (["report", "--out", "{d}/r", "--notebooks", "{d}/nope"], "--notebooks"),
+    # ── star study ──
+    (["study", "--scale", "paper"], "--scale"),
+    (["study", "--seeds", "0,x", "--dry-run"], "--seeds"),
+    (["study", "--only", "rewardz", "--dry-run"], "--only"),
+    (["study", "--config-of", "no-such-run"], "--config-of"),
+    (["study", "--study", "{d}/nope.yaml"], "nope.yaml"),
+    (["study", "--study", "{d}/list.yaml"], "list.yaml"),
+    (["study", "--study", "{d}/bad.yaml"], "bad.yaml"),
 ]
 
 
