@@ -119,7 +119,7 @@ class StudyConfig:
         return self.folder / f"{name}.yaml"
 
     def load_grids(self, only: Sequence[str] = (), seeds: Sequence[int] | None = None) -> list[Grid]:
-        """Return the study's grids in order (``only``: those, by grid or finding name), with ``seeds``.
+        """Return the study's grids in order (``only``: those grid names only), each with ``seeds``.
 
         Raises:
             StudyError: ``only`` names no grid of the study.
