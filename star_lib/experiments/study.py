@@ -189,6 +189,8 @@ _BASE_ONLY: dict[tuple[str, str], tuple[str, ...]] = {
 }
 """Outputs that do not depend on some of their stage's settings (the SFT/test tasks ignore the RL axes and
 the OOD split), so runs differing only there share what reads them, as the cache does."""
+_WRITTEN_WHEN: dict[tuple[str, str], Callable[[Any], bool]] = {("synth", "ood"): lambda cfg: bool(cfg.ood)}
+"""Optional outputs (inputs ending in ``?``) and when their stage writes them."""
 
 
 @dataclass
@@ -269,6 +271,9 @@ def stage_signatures(config: ExperimentConfig, registry: Any = None) -> dict[str
             if source not in signatures:
                 continue
             top = spec.removesuffix("?").split("/")[0]
+            written = _WRITTEN_WHEN.get((source, top))
+            if spec.endswith("?") and written is not None and not written(resolved[source]):
+                continue  # the runner leaves an optional input out when its stage did not write it
             ignored = _BASE_ONLY.get((source, top))
             if ignored:
                 own = registry.get(source).config_dict(resolved[source])

@@ -169,6 +169,23 @@ def test_study_estimate_shares_sft_across_arms_and_grids():
     assert second.seconds < second.alone_s
 
 
+def test_study_estimate_predicts_which_stages_the_cache_reuses(tmp_path):
+    from star_lib.experiments.grids import factorial
+    from star_lib.experiments.runner import read_run_record
+    from star_lib.experiments.study import Timing, estimate, run_study
+
+    synth = {k: v for k, v in TOY["synth"].items() if k != "ood"}
+    base = {**TOY, "synth": synth, "stages": ["world", "synth", "teacher", "eval"]}
+    grid = factorial("sizes", base, {"rl_data_size": [4, 6], "reward": ["sum", "success"]}, finding="data")
+    (predicted,) = estimate([grid], Timing())
+    run_study([grid], tmp_path / "runs", tmp_path / "published")
+    for config, run in zip(grid.runs, predicted.runs, strict=True):
+        record = read_run_record(tmp_path / "runs" / "sizes" / config.name)
+        computed = {s["stage"] for s in record["stages"] if not s["reused"]}
+        assert computed == set(run.new), config.name
+    assert [set(r.new) for r in predicted.runs[1:]] == [{"eval"}, {"synth"}, set()]  # teacher, eval shared
+
+
 # ───────────────────────────── running a study ─────────────────────────────
 
 
