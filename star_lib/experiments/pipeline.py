@@ -225,6 +225,11 @@ class SynthStageConfig:
     """Per-query worlds only: held-out tasks per evaluation world."""
     options: dict[str, Any] = field(default_factory=dict)
     """Other ``star_lib.synth.SynthConfig`` fields (e.g. ``splits``, ``tie_break``, ``days_choices``)."""
+    test_queries: str | None = None
+    """A query file (``.jsonl``/``.csv``/``.parquet``, official fields, read by ``star_lib.io.read_queries``)
+    that is the held-out set instead of a synthesised test split — the 45 real TravelPlanner train queries
+    in ``configs/real-tiny.yaml``. All synthesised tasks then train (``splits`` defaults to 1/0/0), and
+    synthesis rejects any task equal to one of these queries (``exclude_queries`` defaults to this file)."""
 
     def __post_init__(self) -> None:
         if self.ood:
@@ -235,6 +240,8 @@ class SynthStageConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         parse_difficulty(self.base_mix)
+        if self.test_queries is not None and not str(self.test_queries).strip():
+            raise ValueError("test_queries is empty: name a query file or leave it out")
 
 
 def _synth_config(**values: Any) -> Any:
@@ -249,6 +256,12 @@ def run_synth(cfg: SynthStageConfig, inputs: Mapping[str, Path], out: Path) -> d
 
     world = load_world(inputs["world"])
     rl_mix = ":".join(str(w) for w in parse_difficulty(cfg.difficulty))
+    held_out = _test_queries(cfg)
+    if held_out is not None:
+        from dataclasses import replace
+
+        fixed = {"exclude_queries": cfg.test_queries, "splits": (1.0, 0.0, 0.0)}
+        cfg = replace(cfg, options={**fixed, **cfg.options})
     if hasattr(world, "for_query"):
         _synth_per_world(cfg, world, rl_mix, out)
     else:
@@ -265,7 +278,14 @@ def run_synth(cfg: SynthStageConfig, inputs: Mapping[str, Path], out: Path) -> d
             world, _synth_config(n=cfg.rl_data_size, mix=rl_mix, seed=cfg.data_seed + 7919, **rl_options)
         )
         write_dataset(rl, out / "rl")
+    if held_out is not None:
+        from star_lib.synth.dataset import record_row
+
+        write_jsonl_atomic(out / "base" / "test.jsonl", [record_row(q) for q in held_out])
+        (out / "base" / "test.parquet").unlink(missing_ok=True)  # the empty synthesised split
     counts = {"synth/base_records": _count_lines(out / "base"), "synth/rl_records": _count_lines(out / "rl")}
+    if held_out is not None:
+        counts["synth/test_queries"] = len(held_out)
     if not (out / "base" / "test.jsonl").is_file() or not _count_lines(out / "base", "test.jsonl"):
         raise ConfigError(
             f"synth produced no held-out test tasks from n_base={cfg.n_base}: raise synth.n_base "
@@ -310,6 +330,58 @@ def _synth_ood(cfg: SynthStageConfig, worlds: Any, training: Sequence[Any], out:
     except ValueError as exc:
         raise ConfigError(f"synth.{exc}") from None
     write_ood_split(out, records, payload)
+
+
+def _test_queries(cfg: SynthStageConfig) -> list[Any] | None:
+    """Return the held-out queries of ``synth.test_queries`` (None when the test split is synthesised).
+
+    Raises:
+        ConfigError: The file is missing or holds no query, naming the option and the file.
+
+    """
+    if cfg.test_queries is None:
+        return None
+    path = Path(cfg.test_queries)
+    if not path.is_file():
+        raise ConfigError(
+            f"synth.test_queries: {cfg.test_queries!r} is not a file "
+            f"(relative paths are read from {Path.cwd()})"
+        )
+    queries = list(read_queries(path))
+    if not queries:
+        raise ConfigError(f"synth.test_queries: {cfg.test_queries!r} holds no query")
+    return _with_annotated_plans(path, queries)
+
+
+def _with_annotated_plans(path: Path, queries: list[Any]) -> list[Any]:
+    """Give the queries of a JSONL file their ``annotated_plan`` as ``reference_plan``.
+
+    The official train split carries its gold plans; with them the expert can act the queries out (the
+    eval stage's turn-budget check, an expert baseline).
+
+    Raises:
+        ConfigError: An annotated plan that does not parse, naming the file and the line.
+
+    """
+    from dataclasses import replace
+
+    from star_lib.io import read_jsonl
+    from star_lib.travel.plan import PlanParseError, parse_plan
+
+    if path.suffix != ".jsonl":
+        return queries
+    rows = [row for row in read_jsonl(path, "queries") if isinstance(row, dict)]
+    if len(rows) != len(queries):
+        return queries
+    out = []
+    for number, (query, row) in enumerate(zip(queries, rows, strict=True), start=1):
+        if query.reference_plan is None and row.get("annotated_plan"):
+            try:
+                query = replace(query, reference_plan=parse_plan(row["annotated_plan"]))
+            except (PlanParseError, ValueError) as exc:
+                raise ConfigError(f"{path}: line {number}: annotated_plan: {exc}") from None
+        out.append(query)
+    return out
 
 
 def _count_lines(folder: Path, pattern: str = "*.jsonl") -> int:
@@ -423,11 +495,24 @@ class EvalStageConfig:
     """Episodes per checkpointed chunk (a preempted job resumes after the last chunk)."""
     options: dict[str, Any] = field(default_factory=dict)
     """``star_lib.agent.RolloutConfig`` fields (``max_turns``, ``eval_mode``, …)."""
+    also_modes: tuple[str, ...] = ()
+    """Evaluator modes to score the same episodes' plans in as well (``official`` beside the default
+    ``strict``): a plan does not depend on the mode, so one set of episodes gives both. Each mode ``m``
+    reports ``eval/m/…``, ``eval/<model>/m/…`` and ``eval/m/paired/…``, and adds ``m/…`` verdict columns
+    (``m/final_pass``, ``m/cs/<check>``, …) to the episode tables."""
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
         _check_ood_options(self.ood)
+        object.__setattr__(self, "also_modes", tuple(self.also_modes))
+        primary = self.options.get("eval_mode", "strict")
+        odd = [m for m in self.also_modes if m not in ("strict", "official") or m == primary]
+        if odd or len(set(self.also_modes)) != len(self.also_modes):
+            raise ValueError(
+                f"also_modes: {list(self.also_modes)} must be distinct evaluator modes from "
+                f"['strict', 'official'] other than the episodes' own mode {primary!r}"
+            )
         if self.max_queries is not None and self.max_queries < 1:
             raise ValueError(f"max_queries must be >= 1 or null, got {self.max_queries}")
         object.__setattr__(self, "models", tuple(self.models))
@@ -506,10 +591,19 @@ def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dic
         reports = {i: _report_from_json(text) for i, text in pairs}
         values = compute_metrics(queries, [reports.get(i) for i in range(len(queries))])
         values.update({k: v for k, v in episode_summary(tables[name]).items() if k not in values})
+        tables[name], also = _score_modes(cfg, tables[name], queries, world)
         if len(models) > 1:
             rows += metrics_rows({f"eval/{name}/{k}": v for k, v in values.items()})
+            rows += metrics_rows({f"eval/{name}/{m}/{k}": v for m, vs in also.items() for k, v in vs.items()})
     primary, episodes = models[-1][0], tables[models[-1][0]]
     rows += metrics_rows({f"eval/{k}": v for k, v in values.items()})
+    rows += metrics_rows({f"eval/{m}/{k}": v for m, vs in also.items() for k, v in vs.items()})
+    for mode in cfg.also_modes:
+        for other, _ in models[:-1]:
+            diff = paired_difference(
+                episodes[f"{mode}/sum"].to_list(), tables[other][f"{mode}/sum"].to_list()
+            )
+            rows += metrics_rows({f"eval/{mode}/paired/{primary}-{other}/{k}": v for k, v in diff.items()})
     mean_reward = float(episodes["run_reward"].mean() or 0.0) if episodes.height else 0.0
     rows += metrics_rows({"reward/mean": mean_reward})
     for other, _ in models[:-1]:
@@ -528,6 +622,61 @@ def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dic
     policy_kind = "expert" if models[-1][1] is None else "model"
     write_parquet_atomic(out / "rollouts.parquet", episodes.with_columns(pl.lit(policy_kind).alias("policy")))
     return {"chunk_log": chunk_log, "policy": policy_kind, "models": [m for m, _ in models]}
+
+
+def _score_modes(
+    cfg: EvalStageConfig, table: Any, queries: Sequence[Any], world: Any
+) -> tuple[Any, dict[str, dict[str, float]]]:
+    """Score a model's episodes in each of ``cfg.also_modes``; add ``hard_total`` and ``<mode>/…`` columns.
+
+    Returns:
+        The table with the new columns, and per mode the headline metrics of :func:`compute_metrics`.
+
+    """
+    import polars as pl
+
+    from star_lib import rewards
+    from star_lib.travel.evaluate import evaluate_plan
+    from star_lib.travel.metrics import compute_metrics, hard_denominator
+    from star_lib.types import COMMONSENSE_KEYS, HARD_KEYS, DayPlan
+
+    index = table["query_index"].to_list()
+    table = table.with_columns(
+        pl.Series("hard_total", [hard_denominator(queries[i]) for i in index], pl.Int64)
+    )
+    values: dict[str, dict[str, float]] = {}
+    for mode in cfg.also_modes:
+        reports = []
+        for i, plan_json, malformed in table.select("query_index", "plan", "malformed").iter_rows():
+            plan = None if plan_json is None else tuple(DayPlan(**d) for d in json.loads(plan_json))
+            query = queries[i]
+            own = world.for_query(query) if hasattr(world, "for_query") else world
+            reports.append((evaluate_plan(query, plan, own, mode), bool(malformed)))
+        columns: dict[str, list[Any]] = {
+            "delivered": [r.delivered for r, _ in reports],
+            "commonsense_pass": [bool(r.commonsense_all) for r, _ in reports],
+            "hard_pass": [bool(r.hard_all) for r, _ in reports],
+            "final_pass": [bool(r.final_pass) for r, _ in reports],
+            "cs_micro": [float(r.cs_micro) for r, _ in reports],
+            "hard_micro": [float(r.hard_micro) for r, _ in reports],
+            "sum": [float(rewards.sum_reward(r, m)) for r, m in reports],
+        }
+        for key in COMMONSENSE_KEYS:
+            columns[f"cs/{key}"] = [_verdict(r.commonsense.get(key)) for r, _ in reports]
+        for key in HARD_KEYS:
+            columns[f"hard/{key}"] = [_verdict((r.hard or {}).get(key)) for r, _ in reports]
+        table = table.with_columns(
+            [pl.Series(f"{mode}/{k}", v, dtype=pl.Boolean if k.startswith(("cs/", "hard/")) else None)
+             for k, v in columns.items()]
+        )  # fmt: skip
+        by_index = {i: r for i, (r, _) in zip(index, reports, strict=True)}
+        values[mode] = compute_metrics(queries, [by_index.get(i) for i in range(len(queries))])
+    return table, values
+
+
+def _verdict(result: Any) -> bool | None:
+    """Return a check's verdict as a table cell (None: the check did not apply)."""
+    return None if result is None else result.passed
 
 
 def _check_ood_options(values: Mapping[str, Any]) -> None:

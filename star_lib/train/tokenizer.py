@@ -123,10 +123,33 @@ def _split_pattern(digits: str) -> str:
     return _QWEN_SPLIT.format(digits=r"\p{N}" if digits == "single" else r"\p{N}+")
 
 
+def _trie_pattern(tokens: Iterable[str]) -> str:
+    """Return a regex matching any of ``tokens``, longest first, as a prefix trie.
+
+    A flat alternation of thousands of names (a real database's venues) is tried name by name at every
+    position of the corpus; the trie tests one character per step and matches the same longest token.
+    """
+    trie: dict[str, dict] = {}
+    for token in set(tokens):
+        node = trie
+        for char in token:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def build(node: dict[str, dict]) -> str:
+        branches = [re.escape(char) + build(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return build(trie)
+
+
 def _without(texts: Iterable[str], tokens: Iterable[str]) -> Iterator[str]:
     """Yield the corpus with added tokens cut out, so BPE spends no merges on spelling them."""
-    ordered = sorted(set(tokens), key=len, reverse=True)
-    pattern = re.compile("|".join(re.escape(t) for t in ordered)) if ordered else None
+    tokens = [t for t in tokens if t]
+    pattern = re.compile(_trie_pattern(tokens)) if tokens else None
     for text in texts:
         yield pattern.sub("\n", text) if pattern else text
 

@@ -173,3 +173,174 @@ def metrics_frame(
 
 def _ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator else 0.0
+
+
+# ───────────────────────── breakdowns of an evaluation episode table ─────────────────────────
+
+BREAKDOWN_KEYS: tuple[str, ...] = ("model", "level", "days")
+"""Columns an episode-table breakdown may group by (``model`` in multi-model tables)."""
+
+
+def _verdict_prefix(episodes: Any, mode: str | None) -> str:
+    """Return the column prefix of ``mode``'s verdicts in an episode table (``""``: the table's own)."""
+    columns = set(episodes.columns)
+    if mode is not None and f"{mode}/final_pass" in columns:
+        return f"{mode}/"
+    if mode in (None, "strict"):
+        return ""
+    raise ValueError(
+        f"the episode table has no {mode!r} verdicts (no {mode}/final_pass column): evaluate with "
+        f"eval.also_modes: [{mode}] or pass mode=None for the table's own"
+    )
+
+
+def _episode_counts(episodes: Any, mode: str | None, queries: Sequence[QueryRecord] | None) -> Any:
+    """Per-episode counts (like :func:`plan_row`) computed from an episode table's verdict columns."""
+    import polars as pl
+
+    prefix = _verdict_prefix(episodes, mode)
+    needed = [f"{prefix}{c}" for c in ("delivered", "commonsense_pass", "hard_pass", "final_pass")]
+    missing = [c for c in [*needed, "level", "days"] if c not in episodes.columns]
+    if missing:
+        raise ValueError(f"the episode table lacks the columns {missing} (an eval stage table has them)")
+    frame = episodes
+    if "hard_total" not in frame.columns:
+        if queries is None or "query_index" not in frame.columns:
+            raise ValueError(
+                "the episode table has no hard_total column (tables written before it was added): pass the "
+                "evaluated queries to count the applicable hard checks"
+            )
+        totals = [hard_denominator(queries[i]) for i in frame["query_index"].to_list()]
+        frame = frame.with_columns(pl.Series("hard_total", totals, dtype=pl.Int64))
+    delivered = pl.col(f"{prefix}delivered").fill_null(False)
+    cs_cols = [f"{prefix}cs/{k}" for k in COMMONSENSE_KEYS if f"{prefix}cs/{k}" in frame.columns]
+    hard_cols = [f"{prefix}hard/{k}" for k in HARD_KEYS if f"{prefix}hard/{k}" in frame.columns]
+
+    def passed(columns: list[str]) -> pl.Expr:
+        if not columns:
+            return pl.lit(0, dtype=pl.Int64)
+        return pl.sum_horizontal([(pl.col(c).fill_null(False) & delivered).cast(pl.Int64) for c in columns])
+
+    return frame.with_columns(
+        delivered.cast(pl.Int64).alias("_delivered"),
+        passed(cs_cols).alias("_cs_passed"),
+        (pl.col(f"{prefix}commonsense_pass").fill_null(False) & delivered).cast(pl.Int64).alias("_cs_all"),
+        passed(hard_cols).alias("_hard_passed"),
+        (pl.col(f"{prefix}hard_pass").fill_null(False) & delivered).cast(pl.Int64).alias("_hard_all"),
+        (pl.col(f"{prefix}final_pass").fill_null(False) & delivered).cast(pl.Int64).alias("_final"),
+        pl.col("hard_total").cast(pl.Int64).alias("_hard_total"),
+    )
+
+
+def _group_keys(episodes: Any, by: str | Sequence[str] | None) -> list[str]:
+    keys = [by] if isinstance(by, str) else list(by or [])
+    unknown = [k for k in keys if k not in BREAKDOWN_KEYS]
+    if unknown:
+        raise ValueError(f"cannot group by {unknown}: choose from {list(BREAKDOWN_KEYS)}")
+    if "model" in episodes.columns and "model" not in keys:
+        keys = ["model", *keys]  # never pool different models' episodes
+    return keys
+
+
+def episode_breakdown(
+    episodes: Any,
+    by: str | Sequence[str] | None = ("level", "days"),
+    mode: str | None = None,
+    queries: Sequence[QueryRecord] | None = None,
+) -> Any:
+    """Compute the six headline rates of an evaluation episode table, overall or per group.
+
+    The same numbers :func:`metrics_frame` gives from reports, computed from the eval stage's episode
+    table (``eval.parquet``, or ``eval_models.parquet`` whose ``model`` column is always a group key).
+
+    Args:
+        episodes: A polars episode table (one row per episode, the verdict columns of
+            :func:`star_lib.agent.rollout.episode_row` and ``hard_total``).
+        by: Group columns from :data:`BREAKDOWN_KEYS` (None or ``()``: one row per model).
+        mode: ``None``/``"strict"`` for the table's own verdicts, ``"official"`` for the ``official/…``
+            columns the eval stage adds with ``also_modes: [official]``.
+        queries: The evaluated queries, only for tables without ``hard_total`` (by ``query_index``).
+
+    Returns:
+        A polars DataFrame: the group columns, ``n``, ``hard_total`` and :data:`RATE_KEYS`.
+
+    Raises:
+        ValueError: An unknown group column, a mode the table was not scored in, missing columns.
+
+    """
+    import polars as pl
+
+    keys = _group_keys(episodes, by)
+    counts = _episode_counts(episodes, mode, queries)
+    n_checks = len(COMMONSENSE_KEYS)
+    aggregations = [
+        pl.len().alias("n"),
+        pl.col("_hard_total").sum().alias("hard_total"),
+        (pl.col("_delivered").sum() / pl.len()).alias("delivery"),
+        (pl.col("_cs_passed").sum() / (n_checks * pl.len())).alias("cs_micro"),
+        (pl.col("_cs_all").sum() / pl.len()).alias("cs_macro"),
+        (pl.col("_hard_passed").sum() / pl.col("_hard_total").sum()).alias("hard_micro"),
+        (pl.col("_hard_all").sum() / pl.len()).alias("hard_macro"),
+        (pl.col("_final").sum() / pl.len()).alias("final_pass"),
+    ]
+    if not keys:
+        return counts.select(aggregations)
+    return counts.group_by(keys).agg(aggregations).sort(keys)
+
+
+def check_failures(episodes: Any, by: str | Sequence[str] | None = None, mode: str | None = None) -> Any:
+    """Count the failures of each check in an evaluation episode table (the per-check failure profile).
+
+    An undelivered plan (no parseable plan) is one ``delivery`` failure and is checked for nothing else;
+    a check that does not apply (a hard constraint the query does not ask for) is not counted.
+
+    Args:
+        episodes: A polars episode table (see :func:`episode_breakdown`).
+        by: Group columns from :data:`BREAKDOWN_KEYS` (``model`` is added when the table has it).
+        mode: As in :func:`episode_breakdown`.
+
+    Returns:
+        A long polars DataFrame: the group columns, ``kind`` (``delivery`` | ``commonsense`` | ``hard``),
+        ``check``, ``n`` (episodes), ``checked`` (episodes the check was applied to), ``failed`` and
+        ``fail_rate`` (``failed / n``), in :data:`COMMONSENSE_KEYS` / :data:`HARD_KEYS` order per group.
+
+    Raises:
+        ValueError: As :func:`episode_breakdown`.
+
+    """
+    import polars as pl
+
+    keys = _group_keys(episodes, by)
+    prefix = _verdict_prefix(episodes, mode)
+    if f"{prefix}delivered" not in episodes.columns:
+        raise ValueError(f"the episode table lacks the column {prefix}delivered (an eval stage table has it)")
+    delivered = pl.col(f"{prefix}delivered").fill_null(False)
+    checks = [("delivery", "delivered", (~delivered).cast(pl.Int64), pl.lit(1, dtype=pl.Int64))]
+    for kind, names in (("commonsense", COMMONSENSE_KEYS), ("hard", HARD_KEYS)):
+        short = "cs" if kind == "commonsense" else "hard"
+        for name in names:
+            column = f"{prefix}{short}/{name}"
+            if column not in episodes.columns:
+                continue
+            cell = pl.col(column)
+            applied = (cell.is_not_null() & delivered).cast(pl.Int64)
+            checks.append(
+                (kind, name, (applied.cast(pl.Boolean) & ~cell.fill_null(True)).cast(pl.Int64), applied)
+            )
+    frames = []
+    for order, (kind, name, failed, applied) in enumerate(checks):
+        aggregations = [
+            pl.len().alias("n"),
+            applied.sum().alias("checked"),
+            failed.sum().alias("failed"),
+        ]
+        grouped = episodes.group_by(keys).agg(aggregations) if keys else episodes.select(aggregations)
+        frames.append(
+            grouped.with_columns(
+                pl.lit(kind).alias("kind"), pl.lit(name).alias("check"), pl.lit(order).alias("_order")
+            )
+        )
+    out = pl.concat(frames, how="vertical_relaxed").with_columns(
+        (pl.col("failed") / pl.col("n")).alias("fail_rate")
+    )
+    return out.sort([*keys, "_order"]).select(*keys, "kind", "check", "n", "checked", "failed", "fail_rate")

@@ -1,0 +1,309 @@
+"""The real-data tiny recipe (issue 14): ``configs/real-tiny.yaml``, ``synth.test_queries``, the eval stage's
+second evaluator mode, and the per-level / per-length breakdown of an episode table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from star_lib.experiments.config import ConfigError
+from star_lib.experiments.pipeline import (
+    EvalStageConfig,
+    SynthStageConfig,
+    build_registry,
+    load_config,
+    run_eval,
+    run_synth,
+    run_world,
+)
+from star_lib.io import read_queries
+from star_lib.synth.dataset import held_out_key
+from star_lib.travel.evaluate import evaluate_plan
+from star_lib.travel.metrics import RATE_KEYS, check_failures, episode_breakdown, metrics_frame
+from star_lib.types import COMMONSENSE_KEYS, HARD_KEYS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def config():
+    return load_config("real-tiny")
+
+
+@pytest.fixture(scope="module")
+def stages(config):
+    """The config's stage sections as the runner resolves them (paths relative to the project root)."""
+    return build_registry().check(config)
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory, stages, tp_dir):
+    """Run world + synth of real-tiny (a small n_base) from the project root: held-out and training tasks."""
+    import dataclasses
+    import os
+
+    root = tmp_path_factory.mktemp("real")
+    here = os.getcwd()
+    os.chdir(REPO)
+    try:
+        run_world(stages["world"], {}, root / "world")
+        synth = dataclasses.replace(stages["synth"], n_base=90, rl_data_size=45)
+        run_synth(synth, {"world": root / "world" / "db"}, root / "synth")
+    finally:
+        os.chdir(here)
+    return root
+
+
+def test_real_tiny_config_names_the_real_data_and_both_modes(config, stages):
+    assert config.stages == ("world", "synth", "teacher", "sft", "rl", "eval")
+    world = stages["world"]
+    assert (
+        world.source == "csv"
+        and (REPO / world.csv_dir).resolve() == (REPO.parent / "shared/data/travelplanner/database").resolve()
+    )
+    synth = stages["synth"]
+    assert (REPO / synth.test_queries).resolve() == (
+        REPO.parent / "shared/data/travelplanner/train.jsonl"
+    ).resolve()
+    assert synth.base_mix == "1:1:1" and sorted(set(synth.options["days_choices"])) == [3, 5, 7]
+    sft = config.to_dict()["sft"]
+    assert sft["tokenizer"]["whole_words"].startswith("real-entities:")
+    assert (
+        Path(REPO / sft["tokenizer"]["whole_words"].split(":", 1)[1]).resolve()
+        == (REPO / world.csv_dir).resolve()
+    )
+    evaluation = stages["eval"]
+    assert evaluation.models == ("base", "sft", "rl") and evaluation.also_modes == ("official",)
+    assert evaluation.temperature == 0.0
+    # the eval turn and context limits leave room for a 7-day trajectory
+    assert evaluation.options["max_turns"] >= 15 and evaluation.options["max_context_tokens"] >= 1536
+
+
+def test_held_out_is_the_45_real_queries_with_their_gold_plans(real_run, tp_dir):
+    test = read_queries(real_run / "synth" / "base" / "test.jsonl")
+    real = read_queries(tp_dir / "train.jsonl")
+    assert [held_out_key(q) for q in test] == [held_out_key(q) for q in real]
+    assert all(q.reference_plan for q in test)  # annotated_plan → reference_plan: the expert can act them out
+    assert {(q.level, q.days) for q in test} == {
+        (lv, d) for lv in ("easy", "medium", "hard") for d in (3, 5, 7)
+    }
+    assert not (real_run / "synth" / "base" / "test.parquet").exists()  # no stale synthesised test split
+
+
+def test_real_tiny_synth_never_reproduces_a_held_out_query(real_run, tp_dir):
+    held_out = {held_out_key(q) for q in read_queries(tp_dir / "train.jsonl")}
+    train = read_queries(real_run / "synth" / "base" / "train.jsonl")
+    rl = read_queries(real_run / "synth" / "rl" / "train.jsonl")
+    assert len(train) == 90 and len(rl) == 45
+    assert {q.level for q in train} == {"easy", "medium", "hard"} and {q.days for q in train} == {3, 5, 7}
+    assert not [q for q in train + rl if held_out_key(q) in held_out]
+    stats = json.loads((real_run / "synth" / "base" / "stats.json").read_text())
+    assert stats["held_out"]["queries"] == 45  # the exclusion was on (it defaults to test_queries)
+
+
+def test_synth_without_test_queries_keeps_a_synthesised_split_and_no_exclusion(
+    real_run, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(REPO)
+    run_synth(SynthStageConfig(n_base=20, rl_data_size=5), {"world": real_run / "world" / "db"}, tmp_path)
+    stats = json.loads((tmp_path / "base" / "stats.json").read_text())
+    assert stats.get("held_out") is None
+    assert read_queries(tmp_path / "base" / "test.jsonl")
+
+
+def test_test_queries_errors_name_the_option(real_run, tmp_path):
+    with pytest.raises(ConfigError, match=r"synth.test_queries: '/no/such.jsonl' is not a file"):
+        run_synth(
+            SynthStageConfig(test_queries="/no/such.jsonl"), {"world": real_run / "world" / "db"}, tmp_path
+        )
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(ConfigError, match="holds no query"):
+        run_synth(
+            SynthStageConfig(test_queries=str(empty)), {"world": real_run / "world" / "db"}, tmp_path / "o"
+        )
+    with pytest.raises(ValueError, match="test_queries is empty"):
+        SynthStageConfig(test_queries=" ")
+
+
+def _spoiled(real_run: Path) -> Path:
+    """The first 12 held-out queries, a few with plans the evaluators fail, so breakdowns are not all 1.0.
+
+    Query 1 gets a budget of 100 (a hard failure), query 4 a first day without accommodation (commonsense
+    failures), query 7 a dinner that does not exist (a sandbox failure in both modes).
+    """
+    from dataclasses import replace
+
+    from star_lib.io import write_jsonl_atomic
+    from star_lib.synth.dataset import record_row
+
+    queries = read_queries(real_run / "synth" / "base" / "test.jsonl")[:12]
+    queries[1] = replace(queries[1], budget=100)
+    plan = list(queries[4].reference_plan)
+    plan[0] = replace(plan[0], accommodation="-")
+    queries[4] = replace(queries[4], reference_plan=tuple(plan))
+    plan = list(queries[7].reference_plan)
+    plan[1] = replace(plan[1], dinner=f"Nowhere Diner, {plan[1].current_city.split(' to ')[-1]}")
+    queries[7] = replace(queries[7], reference_plan=tuple(plan))
+    return write_jsonl_atomic(real_run / "spoiled.jsonl", [record_row(q) for q in queries])
+
+
+@pytest.fixture(scope="module")
+def expert_eval(real_run):
+    """The expert on 12 of the real held-out queries, scored strict and official."""
+    out = real_run / "eval"
+    cfg = EvalStageConfig(
+        protocol="compact", max_queries=12, chunk_size=6, also_modes=("official",), options={"max_turns": 16}
+    )
+    inputs = {"world": real_run / "world" / "db", "data": _spoiled(real_run)}
+    run_eval(cfg, inputs, out)
+    return out
+
+
+def test_eval_reports_the_same_episodes_in_both_modes(expert_eval, real_run):
+    table = pl.read_parquet(expert_eval / "eval.parquet")
+    assert table.height == 12
+    for column in (
+        "hard_total",
+        "official/final_pass",
+        "official/cs/is_valid_information_in_sandbox",
+        "official/hard/valid_cost",
+    ):
+        assert column in table.columns
+    metrics = pl.read_parquet(expert_eval / "metrics.parquet")
+    values = {m: v for m, v in metrics.select("metric", "value").iter_rows()}
+    for key in RATE_KEYS:
+        assert f"eval/{key}" in values and f"eval/official/{key}" in values
+    # the official column is what the official evaluator says of that episode's own plan
+    queries = read_queries(real_run / "spoiled.jsonl")
+    from star_lib.experiments.pipeline import load_world
+    from star_lib.types import DayPlan
+
+    world = load_world(real_run / "world" / "db")
+    for row in table.iter_rows(named=True):
+        plan = tuple(DayPlan(**d) for d in json.loads(row["plan"]))
+        query = queries[row["query_index"]]
+        assert row["official/final_pass"] == evaluate_plan(query, plan, world, "official").final_pass
+        assert row["final_pass"] == evaluate_plan(query, plan, world, "strict").final_pass
+    assert values["eval/official/final_pass"] == pytest.approx(table["official/final_pass"].mean())
+    assert values["eval/final_pass"] == pytest.approx(table["final_pass"].mean())
+
+
+def test_also_modes_refuses_the_episodes_own_mode_or_an_unknown_one():
+    with pytest.raises(ValueError, match="other than the episodes' own mode 'strict'"):
+        EvalStageConfig(also_modes=("strict",))
+    with pytest.raises(ValueError, match="must be distinct evaluator modes"):
+        EvalStageConfig(also_modes=("lenient",))
+    assert EvalStageConfig(also_modes=["strict"], options={"eval_mode": "official"}).also_modes == ("strict",)
+
+
+def test_breakdown_of_the_eval_table_equals_metrics_from_reports(expert_eval, real_run):
+    table = pl.read_parquet(expert_eval / "eval.parquet")
+    queries = read_queries(real_run / "spoiled.jsonl")
+    from star_lib.experiments.pipeline import load_world
+    from star_lib.types import DayPlan
+
+    world = load_world(real_run / "world" / "db")
+    assert 0 < table["final_pass"].sum() < table.height  # the spoiled plans fail
+    for mode in ("strict", "official"):
+        reports = []
+        for row in table.sort("query_index").iter_rows(named=True):
+            plan = tuple(DayPlan(**d) for d in json.loads(row["plan"])) if row["plan"] else None
+            reports.append(evaluate_plan(queries[row["query_index"]], plan, world, mode))
+        for by in ("level", "days", ["level", "days"]):
+            ours = episode_breakdown(table, by=by, mode=mode)
+            reference = metrics_frame(queries, reports, by=by)
+            keys = ["level", "days"] if isinstance(by, list) else [by]
+            assert (
+                ours.select(keys, "n", "hard_total").rows()
+                == reference.select(keys, "n", "hard_total").rows()
+            )
+            for key in RATE_KEYS:
+                assert ours[key].to_list() == pytest.approx(reference[key].to_list()), (mode, by, key)
+
+
+def _row(level, days, delivered, cs_fail=(), hard=None, hard_fail=(), final=None):
+    """One hand-made episode row: every commonsense check passes except ``cs_fail``; ``hard`` applies."""
+    hard = hard if hard is not None else ("valid_cost",)
+    row = {"level": level, "days": days, "delivered": delivered, "hard_total": len(hard)}
+    for key in COMMONSENSE_KEYS:
+        row[f"cs/{key}"] = (key not in cs_fail) if delivered else None
+    for key in HARD_KEYS:
+        row[f"hard/{key}"] = ((key not in hard_fail) if key in hard else None) if delivered else None
+    row["commonsense_pass"] = delivered and not cs_fail
+    row["hard_pass"] = delivered and not hard_fail
+    row["final_pass"] = row["commonsense_pass"] and row["hard_pass"] if final is None else final
+    return row
+
+
+@pytest.fixture
+def hand_table():
+    rows = [
+        _row("easy", 3, True),  # passes everything
+        _row("easy", 3, True, cs_fail=("is_reasonable_visiting_city",)),
+        _row("easy", 5, False),  # no plan
+        _row(
+            "hard",
+            7,
+            True,
+            hard=("valid_cost", "valid_cuisine", "valid_room_type"),
+            hard_fail=("valid_cuisine",),
+        ),
+    ]
+    return pl.DataFrame(
+        rows, schema_overrides={k: pl.Boolean for k in rows[0] if k.startswith(("cs/", "hard/"))}
+    )
+
+
+def test_breakdown_by_level_and_days_on_a_hand_made_table(hand_table):
+    n = len(COMMONSENSE_KEYS)
+    by_level = {r["level"]: r for r in episode_breakdown(hand_table, by="level").to_dicts()}
+    easy, hard = by_level["easy"], by_level["hard"]
+    assert easy["n"] == 3 and easy["hard_total"] == 3
+    assert easy["delivery"] == pytest.approx(2 / 3)
+    assert easy["cs_micro"] == pytest.approx((n + n - 1) / (3 * n))
+    assert easy["cs_macro"] == pytest.approx(1 / 3)
+    assert easy["hard_micro"] == pytest.approx(2 / 3)  # two budgets passed, the undelivered one counts
+    assert easy["hard_macro"] == pytest.approx(2 / 3)
+    assert easy["final_pass"] == pytest.approx(1 / 3)
+    assert (
+        hard["hard_micro"] == pytest.approx(2 / 3) and hard["hard_macro"] == 0.0 and hard["final_pass"] == 0.0
+    )
+    cells = {(r["level"], r["days"]): r for r in episode_breakdown(hand_table).to_dicts()}
+    assert set(cells) == {("easy", 3), ("easy", 5), ("hard", 7)}
+    assert cells[("easy", 3)]["final_pass"] == 0.5 and cells[("easy", 5)]["delivery"] == 0.0
+    overall = episode_breakdown(hand_table, by=None).to_dicts()[0]
+    assert overall["n"] == 4 and overall["hard_micro"] == pytest.approx(4 / 6)
+
+
+def test_breakdown_keeps_models_apart_and_needs_the_asked_mode(hand_table):
+    two = pl.concat([hand_table.with_columns(pl.lit(m).alias("model")) for m in ("sft", "rl")])
+    frame = episode_breakdown(two, by="level")
+    assert frame.columns[:2] == ["model", "level"] and frame.height == 4
+    with pytest.raises(ValueError, match="no 'official' verdicts"):
+        episode_breakdown(hand_table, mode="official")
+    with pytest.raises(ValueError, match=r"cannot group by \['city'\]"):
+        episode_breakdown(hand_table, by="city")
+    with pytest.raises(ValueError, match="no hard_total column"):
+        episode_breakdown(hand_table.drop("hard_total"))
+
+
+def test_check_failures_on_a_hand_made_table(hand_table):
+    failures = check_failures(hand_table)
+    rows = {(r["kind"], r["check"]): r for r in failures.to_dicts()}
+    assert rows[("delivery", "delivered")]["failed"] == 1
+    visiting = rows[("commonsense", "is_reasonable_visiting_city")]
+    assert (visiting["n"], visiting["checked"], visiting["failed"]) == (4, 3, 1)
+    assert visiting["fail_rate"] == pytest.approx(0.25)
+    cuisine = rows[("hard", "valid_cuisine")]
+    assert (cuisine["checked"], cuisine["failed"]) == (1, 1)
+    assert rows[("hard", "valid_room_rule")]["checked"] == 0  # no query asked for a house rule
+    assert sum(r["failed"] for r in failures.to_dicts()) == 3
+    per_level = check_failures(hand_table, by="level")
+    assert (
+        per_level.filter((pl.col("level") == "hard") & (pl.col("check") == "valid_cuisine"))["failed"].item()
+        == 1
+    )
