@@ -96,6 +96,7 @@ def run_study_command(args: argparse.Namespace) -> int:
     results = run_study(grids, args.runs, out, cache=args.cache, commit=args.commit, on_run=show)
     failed = [r for r in results if r.status == "failed"]
     print(f"study: {len(results) - len(failed)} of {len(results)} runs finished; summaries in {out}")
+    print(measured_minutes(out, [g.name for g in grids]))
     if not args.no_report:
         from star_lib.cli import main
 
@@ -103,3 +104,24 @@ def run_study_command(args: argparse.Namespace) -> int:
         if code:
             return code
     return 1 if failed else 0
+
+
+def measured_minutes(out: str, grids: list[str]) -> str:
+    """Return the measured wall minutes per grid and in total, from the published summaries of ``grids``."""
+    import polars as pl
+
+    from star_lib.experiments.results import load_study
+
+    table = load_study(out)
+    if not table.height:
+        return "measured: no published runs yet"
+    per_grid = (
+        table.filter(pl.col("grid").is_in(grids))
+        .group_by("grid")
+        .agg(pl.len().alias("runs"), (pl.col("wall_s").sum() / 60).alias("minutes"))
+    )
+    order = {name: i for i, name in enumerate(grids)}
+    rows = sorted(per_grid.iter_rows(named=True), key=lambda r: order.get(r["grid"], len(order)))
+    parts = [f"{r['grid']} {r['minutes']:.1f} min ({r['runs']} runs)" for r in rows]
+    total = sum(r["minutes"] for r in rows)
+    return f"measured wall time: {'; '.join(parts)}; total {total / 60:.2f} h"

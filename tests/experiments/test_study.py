@@ -218,7 +218,9 @@ def test_a_two_run_study_publishes_one_summary_per_run_and_a_rerun_reruns_nothin
     from star_lib.experiments.results import load_study
 
     assert main(study_args(tmp_path, toy_study)) == 0
-    assert "note: 1 seed(s) per arm" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "note: 1 seed(s) per arm" in captured.err
+    assert "measured wall time: rewards " in captured.out and "min (2 runs); total " in captured.out
     paths = sorted((tmp_path / "published" / "reward").glob("*.parquet"))
     assert [p.name for p in paths] == ["rewards__success__s0.parquet", "rewards__sum__s0.parquet"]
     table = load_study(tmp_path / "published")
