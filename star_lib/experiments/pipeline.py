@@ -350,10 +350,10 @@ def _test_queries(cfg: SynthStageConfig) -> list[Any] | None:
     queries = list(read_queries(path))
     if not queries:
         raise ConfigError(f"synth.test_queries: {cfg.test_queries!r} holds no query")
-    return _with_annotated_plans(path, queries)
+    return with_annotated_plans(path, queries)
 
 
-def _with_annotated_plans(path: Path, queries: list[Any]) -> list[Any]:
+def with_annotated_plans(path: Path, queries: list[Any]) -> list[Any]:
     """Give the queries of a JSONL file their ``annotated_plan`` as ``reference_plan``.
 
     The official train split carries its gold plans; with them the expert can act the queries out (the
