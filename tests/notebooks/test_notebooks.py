@@ -27,6 +27,7 @@ NAMES = [
     "05_algorithms",
     "06_env_noise",
     "07_interactions",
+    "08_real_queries",
 ]
 
 
