@@ -70,8 +70,12 @@ def episode_summary(frame: Any, reward_column: str = "sum") -> dict[str, float]:
     without one), ``hard_micro``; ``<reward_column>`` and ``<reward_column>_se`` when the column exists;
     ``valid_tool_calls`` (share of tool calls with a known tool and well-formed arguments),
     ``parseable_plans``, ``format_error_rate``, ``turns``, ``tool_calls``, ``model_tokens`` (per episode);
-    ``termination/<answer|turn_limit|context_limit|malformed>`` shares; ``transport/<kind>`` shares of the
-    travel legs and ``flight_legs`` (= ``transport/flight``).
+    ``delivered``, ``malformed_rate``, ``truncation_rate`` (turn or context limit), ``faults`` (injected
+    tool faults per episode); ``termination/<answer|turn_limit|context_limit|malformed>`` shares;
+    ``transport/<kind>`` shares of the travel legs and ``flight_legs`` (= ``transport/flight``).
+
+    The same keys name the same quantity everywhere: ``env/…`` over training rollouts (``train/rl.py``),
+    ``eval/…`` over held-out episodes (the eval stage).
     """
     n = frame.height
     if n == 0:
@@ -96,10 +100,14 @@ def episode_summary(frame: Any, reward_column: str = "sum") -> dict[str, float]:
             "turns": sum(int(r["turns"]) for r in rows) / n,
             "tool_calls": calls / n,
             "model_tokens": sum(int(r["model_tokens"]) for r in rows) / n,
+            "delivered": sum(bool(r["delivered"]) for r in rows) / n,
+            "malformed_rate": sum(bool(r["malformed"]) for r in rows) / n,
+            "faults": sum(sum(json.loads(r["faults"] or "{}").values()) for r in rows) / n,
         }
     )
     ends = Counter(str(r["termination"]) for r in rows)
     out.update({f"termination/{t.value}": ends[t.value] / n for t in Termination})
+    out["truncation_rate"] = sum(ends[t.value] for t in Termination if t.truncated) / n
     mix = transport_mix([r["plan"] for r in rows])
     out.update({f"transport/{kind}": share for kind, share in mix.items()})
     out["flight_legs"] = mix["flight"]

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -643,61 +642,27 @@ def mask_truncated_episodes(output: dict[str, Any], episodes: Sequence[Episode])
 
 
 def episode_metrics(episodes: Sequence[Episode], prefix: str = "env/") -> dict[str, float]:
-    """Means over episodes: success, rates, tool use, faults, tokens, and each reward component.
+    """Return the one episode summary (:func:`star_lib.agent.summary.episode_summary`) under ``prefix``.
 
-    Keys: ``{prefix}success``, ``cs_micro``, ``hard_micro``, ``delivered``, ``parseable_plan_rate``,
-    ``format_error_rate``, ``malformed_rate``, ``truncation_rate``, ``tool_calls``, ``valid_tool_call_share``,
-    ``faults``, ``turns``, ``model_tokens``, ``reward``, ``reward_se``; and ``reward/<ingredient>``
-    (before the format gate) with ``reward/format_ok``.
+    Keys: ``{prefix}<summary key>`` (``final_pass``, ``cs_micro``, ``truncation_rate``, ``faults``, …) with
+    the training reward as ``{prefix}reward`` / ``{prefix}reward_se``; and ``reward/<ingredient>`` (before
+    the format gate) with ``reward/format_ok``.
     """
+    from star_lib.agent.rollout import episodes_frame
+    from star_lib.agent.summary import episode_summary
     from star_lib.rewards import reward_components
 
-    n = len(episodes)
-    if n == 0:
+    if not episodes:
         return {}
-
-    def mean(values: Sequence[float]) -> float:
-        return float(sum(values)) / n
-
-    reports = [ep.report for ep in episodes]
-    rewards = [float(ep.reward) for ep in episodes]
-    calls = sum(ep.tool_calls for ep in episodes)
-    out = {
-        "success": mean(
-            [bool(r and r.final_pass) and not ep.malformed for r, ep in zip(reports, episodes, strict=True)]
-        ),
-        "cs_micro": mean([r.cs_micro if r else 0.0 for r in reports]),
-        "hard_micro": mean([r.hard_micro if r else 0.0 for r in reports]),
-        "delivered": mean([bool(r and r.delivered) for r in reports]),
-        "parseable_plan_rate": mean([ep.plan is not None for ep in episodes]),
-        "format_error_rate": mean([ep.format_errors > 0 for ep in episodes]),
-        "malformed_rate": mean([ep.malformed for ep in episodes]),
-        "truncation_rate": mean([ep.termination.truncated for ep in episodes]),
-        "tool_calls": mean([ep.tool_calls for ep in episodes]),
-        "valid_tool_call_share": sum(ep.valid_tool_calls for ep in episodes) / calls if calls else 0.0,
-        "faults": mean([sum(ep.faults.values()) for ep in episodes]),
-        "turns": mean([ep.turns for ep in episodes]),
-        "model_tokens": mean([ep.model_tokens for ep in episodes]),
-        "reward": mean(rewards),
-        "reward_se": standard_error(rewards),
-    }
+    summary = episode_summary(episodes_frame(episodes), reward_column="reward")
+    metrics = {f"{prefix}{k}": float(v) for k, v in summary.items()}
     components: dict[str, list[float]] = {}
     for ep in episodes:
         for key, value in reward_components(ep.report, ep.malformed).items():
             components.setdefault(key, []).append(float(value))
-    metrics = {f"{prefix}{k}": float(v) for k, v in out.items()}
     # reward_components names its keys ``reward/<ingredient>`` (before the format gate) + ``reward/format_ok``
     metrics.update({k if "/" in k else f"reward/{k}": sum(v) / len(v) for k, v in components.items()})
     return metrics
-
-
-def standard_error(values: Sequence[float]) -> float:
-    """Return the standard error of the mean (sample SD / sqrt(n)); 0 for fewer than two values."""
-    n = len(values)
-    if n < 2:
-        return 0.0
-    mean = sum(values) / n
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
 
 
 class RolloutLog:

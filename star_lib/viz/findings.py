@@ -50,7 +50,7 @@ IN_DOMAIN: tuple[str, ...] = (
     FINAL,
 )
 """TravelPlanner metrics of Table 1, in the paper's column order."""
-CURVE_METRICS: tuple[str, ...] = ("env/success", "reward", "env/faults", "env/truncation_rate", "loss")
+CURVE_METRICS: tuple[str, ...] = ("env/final_pass", "reward", "env/faults", "env/truncation_rate", "loss")
 """Per-step metrics the noise figure plots when a run logged them (RL: success, reward, faults; SFT: loss)."""
 TOKEN_METRICS: tuple[str, ...] = (
     "rl/final/train/num_tokens",

@@ -44,11 +44,11 @@ def test_noise_applies_separately_to_training_and_evaluation(rl_dir, tmp_path, t
     train = frame.filter(pl.col("train/reward").is_not_null()).row(0, named=True)
     evaluation = frame.filter(pl.col("stage") == "eval").row(-1, named=True)
     if train_faults:  # every tool call failed in training; evaluation ran on clean tools
-        assert train["env/faults"] > 0 and train["env/success"] == 0.0
-        assert evaluation["eval/faults"] == 0.0 and evaluation["eval/success"] == 1.0
+        assert train["env/faults"] > 0 and train["env/final_pass"] == 0.0
+        assert evaluation["eval/faults"] == 0.0 and evaluation["eval/final_pass"] == 1.0
     else:
-        assert train["env/faults"] == 0.0 and train["env/success"] == 1.0
-        assert evaluation["eval/faults"] > 0 and evaluation["eval/success"] == 0.0
+        assert train["env/faults"] == 0.0 and train["env/final_pass"] == 1.0
+        assert evaluation["eval/faults"] > 0 and evaluation["eval/final_pass"] == 0.0
 
 
 def test_noise_configs_are_validated_and_saved(tmp_path):

@@ -221,7 +221,7 @@ def test_rl_one_grpo_step_changes_the_weights(rl_dir, tmp_path, world):
         "train/reward",
         "train/frac_reward_zero_std",
         "train/entropy",
-        "env/success",
+        "env/final_pass",
         "env/tool_calls",
         "env/format_error_rate",
         "env/truncation_rate",
@@ -233,7 +233,7 @@ def test_rl_one_grpo_step_changes_the_weights(rl_dir, tmp_path, world):
     ):
         assert row[key] is not None, key
     assert any(k.startswith("clip_ratio/") for k in row)
-    assert row["env/success"] == 0.5
+    assert row["env/final_pass"] == 0.5
     assert (result.output_dir / "config.yaml").is_file()
 
 

@@ -184,7 +184,7 @@ def test_findings_comparison_similar_uses_the_stable_tolerance():
 
 
 def test_findings_curve_and_token_metrics_follow_the_trainers_names():
-    assert findings.is_curve_metric("train/loss") and findings.is_curve_metric("env/success")
+    assert findings.is_curve_metric("train/loss") and findings.is_curve_metric("env/final_pass")
     assert not findings.is_curve_metric("summary/loss") and not findings.is_curve_metric("train/grad_norm")
     rows = results(
         {"finding": "algorithm", "algorithm": "grpo", "metric": "sft/final/train/num_tokens", "value": 10.0},

@@ -86,7 +86,7 @@ def test_runs_load_curves_reads_per_step_rows_with_axes(noise_runs, tmp_path):
     run_dir = next(p for p in (root / "noise-tiny").iterdir() if p.is_dir())
     metrics = pl.read_parquet(run_dir / "metrics.parquet")
     steps = pl.DataFrame(
-        {"stage": ["rl"] * 3, "step": [1, 2, 3], "metric": ["env/success"] * 3, "value": [0.1, 0.2, 0.3]}
+        {"stage": ["rl"] * 3, "step": [1, 2, 3], "metric": ["env/final_pass"] * 3, "value": [0.1, 0.2, 0.3]}
     )
     pl.concat([metrics, steps], how="vertical_relaxed").write_parquet(run_dir / "metrics.parquet")
     curves = runs.load_curves(root, prefixes=("env/",))
