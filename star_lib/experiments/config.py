@@ -136,6 +136,10 @@ class ExperimentConfig:
     protocol: str = "react"
     """Episode protocol every stage speaks — teacher data, SFT, RL rollouts, evaluation: ``react`` (JSON tool
     calls and plan, the paper's) or ``compact`` (short calls and one-line observations, for tiny models)."""
+    threads: int = 0
+    """CPU threads of torch while the run's stages compute (0: torch's default, one per core). The numbers a
+    run produces depend on it (the order of float reductions), so a recipe meant to be reproduced exactly
+    names it; it is no stage's cache key, like the CPU itself."""
     stages: tuple[str, ...] = STAGE_NAMES
     """Stages to run, a subsequence of :data:`STAGE_NAMES` in pipeline order."""
     world: dict[str, Any] = field(default_factory=dict)
@@ -178,6 +182,8 @@ class ExperimentConfig:
             raise ConfigError(f"tool_latency_ms: {self.tool_latency_ms!r} is not allowed; give a number >= 0")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"seed: {self.seed!r} is not allowed; give an integer >= 0")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 0:
+            raise ConfigError(f"threads: {self.threads!r} is not allowed; give an integer >= 0 (0: per core)")
         self._check_stages()
         for stage in STAGE_NAMES:
             section = getattr(self, _stage_key(stage))

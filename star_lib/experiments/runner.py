@@ -17,12 +17,13 @@ status ``done`` with the same config fingerprint) is skipped altogether.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -151,34 +152,63 @@ def run_stages(
     """
     resolved = registry.check(config)
     outputs: dict[str, StageOutput] = {}
-    for name, stage_config in resolved.items():
-        stage = registry.get(name)
-        inputs: dict[str, Path] = {}
-        hashes: dict[str, str] = {}
-        for input_name, (source, spec) in stage.inputs(config.stages).items():
-            rel = spec.removesuffix("?")  # "ood?": optional, left out when the source did not write it
-            if spec.endswith("?") and (source not in outputs or not (outputs[source].path / rel).exists()):
-                continue
-            if source not in outputs:
-                raise ConfigError(f"stage {name!r} reads {source!r} output; add {source!r} to stages")
-            inputs[input_name] = outputs[source].path / rel if rel not in ("", ".") else outputs[source].path
-            hashes[input_name] = outputs[source].file_hash(rel)
-        config_dict = stage.config_dict(stage_config)
-        key = store.key(name, stage.version, config_dict, hashes)
-        info = {"config": config_dict, "inputs": hashes, "version": stage.version}
-        if on_start is not None:
-            on_start(name)
-        if _global_rank() != 0:  # node > 0 of a multi-node job: join distributed stages, wait for the rest
-            if stage.distributed and store.lookup(name, key) is None:
-                from star_lib.experiments.launch import follow_launched
-
-                follow_launched(name, store.root / name / f"{key}.partial")
-            outputs[name] = _wait_for(store, name, key)
-        else:
-            outputs[name] = store.build(name, key, _producer(stage, stage_config, inputs), info)
-        if on_stage is not None:
-            on_stage(name, outputs[name])
+    with torch_threads(config.threads):
+        for name, stage_config in resolved.items():
+            outputs[name] = _run_stage(config, store, registry, name, stage_config, outputs, on_start)
+            if on_stage is not None:
+                on_stage(name, outputs[name])
     return outputs
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """Run the block with ``threads`` torch CPU threads (0: leave torch's default), then restore them."""
+    if threads <= 0:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_stage(
+    config: ExperimentConfig,
+    store: StageStore,
+    registry: Registry,
+    name: str,
+    stage_config: Any,
+    outputs: Mapping[str, StageOutput],
+    on_start: Callable[[str], None] | None,
+) -> StageOutput:
+    """Look up or build one stage from the outputs of the stages before it."""
+    stage = registry.get(name)
+    inputs: dict[str, Path] = {}
+    hashes: dict[str, str] = {}
+    for input_name, (source, spec) in stage.inputs(config.stages).items():
+        rel = spec.removesuffix("?")  # "ood?": optional, left out when the source did not write it
+        if spec.endswith("?") and (source not in outputs or not (outputs[source].path / rel).exists()):
+            continue
+        if source not in outputs:
+            raise ConfigError(f"stage {name!r} reads {source!r} output; add {source!r} to stages")
+        inputs[input_name] = outputs[source].path / rel if rel not in ("", ".") else outputs[source].path
+        hashes[input_name] = outputs[source].file_hash(rel)
+    config_dict = stage.config_dict(stage_config)
+    key = store.key(name, stage.version, config_dict, hashes)
+    info = {"config": config_dict, "inputs": hashes, "version": stage.version, "threads": config.threads}
+    if on_start is not None:
+        on_start(name)
+    if _global_rank() != 0:  # node > 0 of a multi-node job: join distributed stages, wait for the rest
+        if stage.distributed and store.lookup(name, key) is None:
+            from star_lib.experiments.launch import follow_launched
+
+            follow_launched(name, store.root / name / f"{key}.partial")
+        return _wait_for(store, name, key)
+    return store.build(name, key, _producer(stage, stage_config, inputs), info)
 
 
 def _producer(stage: Any, stage_config: Any, inputs: Mapping[str, Path]) -> Callable[[Path], dict[str, Any]]:

@@ -8,15 +8,17 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from star_lib.experiments.config import ExperimentConfig
+from star_lib.experiments.config import ConfigError, ExperimentConfig
 from star_lib.experiments.grids import factorial
 from star_lib.experiments.results import load_results
 from star_lib.experiments.runner import read_run_record, run_experiment, run_grid_local
+from star_lib.experiments.stages import Registry, Stage
 from star_lib.experiments.status import grid_status
 
 STAGES = ["world", "synth", "teacher", "eval"]
@@ -142,7 +144,7 @@ def test_runner_killed_run_resumes_eval_from_its_checkpoint_with_equal_metrics(t
         "eval": {"chunk_size": 1},
     }
     cache = tmp_path / "cache"
-    kill_when(config, tmp_path / "g" / "slow", cache, "eval/*.partial/_checkpoints/chunks/*.parquet", 120)
+    kill_when(config, tmp_path / "g" / "slow", cache, "eval/*.partial/_checkpoints/chunks/*.parquet", 900)
     [partial] = list(cache.glob("eval/*.partial"))
     saved = len(list((partial / "_checkpoints" / "chunks").glob("*.parquet")))
     assert read_run_record(tmp_path / "g" / "slow")["status"] == "running"  # killed: no chance to record
@@ -182,7 +184,7 @@ def test_runner_killed_run_resumes_rl_training_from_its_checkpoint_with_equal_me
     config = {**training_experiment, "name": "train", "tool_failure_rate": 0.2}
     cache = tmp_path / "cache"
     kill_when(
-        config, tmp_path / "g" / "train", cache, "rl/*.partial/checkpoints/checkpoint-2/star_state.json", 300
+        config, tmp_path / "g" / "train", cache, "rl/*.partial/checkpoints/checkpoint-2/star_state.json", 1200
     )
 
     resumed = run_experiment(ExperimentConfig.from_dict(config), tmp_path / "g" / "train", cache=cache)
@@ -202,3 +204,35 @@ def test_runner_killed_run_resumes_rl_training_from_its_checkpoint_with_equal_me
     assert stable_metrics(tmp_path / "g" / "train") == expected
     tokens = [r["value"] for r in expected if r["metric"] == "env/model_tokens" and r["stage"] == "rl"]
     assert len(tokens) == 4 and len(set(tokens)) > 1  # sampled episodes differ per step: the RNG was restored
+
+
+@dataclass(frozen=True)
+class _NoOptions:
+    pass
+
+
+def test_runner_computes_stages_with_the_configured_torch_threads_and_restores_them(tmp_path):
+    import torch
+
+    seen: list[int] = []
+
+    def world(cfg, inputs, out):
+        seen.append(torch.get_num_threads())
+        return {}
+
+    registry = Registry()
+    registry.add(Stage("world", world, _NoOptions))
+    before = torch.get_num_threads()
+    config = ExperimentConfig(name="t", stages=("world",), threads=1)
+    result = run_experiment(config, tmp_path / "g" / "t", cache=tmp_path / "cache", registry=registry)
+    assert result.status == "done" and seen == [1]
+    assert torch.get_num_threads() == before
+    [stage] = (tmp_path / "cache" / "world").glob("*/stage.json")
+    assert json.loads(stage.read_text())["threads"] == 1  # recorded, though no part of the key
+
+
+def test_config_threads_must_be_a_non_negative_integer():
+    with pytest.raises(ConfigError, match="threads: -1"):
+        ExperimentConfig(threads=-1)
+    with pytest.raises(ConfigError, match="threads: '2'"):
+        ExperimentConfig(threads="2")
