@@ -307,3 +307,104 @@ def test_check_failures_on_a_hand_made_table(hand_table):
         per_level.filter((pl.col("level") == "hard") & (pl.col("check") == "valid_cuisine"))["failed"].item()
         == 1
     )
+
+
+# ── the notebook's readers (star_lib.experiments.results) ──
+
+
+def _fake_run(root: Path, expert_eval: Path, name: str = "real-tiny", status: str = "done") -> Path:
+    """A finished real-tiny run folder built from the expert's episodes relabelled as sft and rl models."""
+    from star_lib.io import write_json_atomic, write_parquet_atomic, write_yaml_atomic
+
+    run = root / "adhoc" / name
+    episodes = pl.read_parquet(expert_eval / "eval.parquet")
+    sft = episodes.with_columns(pl.lit(False).alias("final_pass"), pl.lit("sft").alias("model"))
+    every = pl.concat([sft, episodes.with_columns(pl.lit("rl").alias("model"))], how="diagonal_relaxed")
+    write_parquet_atomic(root / "_stages" / "eval" / "k1" / "eval_models.parquet", every)
+    write_parquet_atomic(run / "eval.parquet", episodes)
+    rollouts = pl.read_parquet(expert_eval / "rollouts.parquet").with_columns(pl.lit("eval").alias("stage"))
+    write_parquet_atomic(run / "rollouts.parquet", rollouts)
+    paired = ["eval/paired/rl-sft/mean", "eval/paired/rl-sft/se"]
+    metrics = pl.DataFrame(
+        {"stage": ["eval"] * 2, "step": [None, None], "metric": paired, "value": [0.25, 0.05]},
+        schema={"stage": pl.String, "step": pl.Int64, "metric": pl.String, "value": pl.Float64},
+    )
+    write_parquet_atomic(run / "metrics.parquet", metrics)
+    write_json_atomic(run / "run.json", {"status": status, "stages": [{"stage": "eval", "key": "k1"}]})
+    write_yaml_atomic(
+        run / "config.yaml",
+        {"name": name, "synth": {"test_queries": str(expert_eval.parent / "spoiled.jsonl")}},
+    )
+    return run
+
+
+def test_find_real_run_prefers_a_finished_full_run(expert_eval, tmp_path):
+    from star_lib.experiments.results import find_real_run, real_data_paths, real_run_episodes
+
+    assert find_real_run(tmp_path / "nothing") is None
+    quick = _fake_run(tmp_path, expert_eval, "real-tiny-quick")
+    assert find_real_run(tmp_path) == quick
+    _fake_run(tmp_path, expert_eval, "real-tiny-other")  # another config's name is never taken
+    assert find_real_run(tmp_path) == quick
+    full = _fake_run(tmp_path, expert_eval)
+    assert find_real_run(tmp_path) == full
+    _fake_run(tmp_path / "r2", expert_eval, status="running")
+    assert find_real_run(tmp_path / "r2") is None
+    episodes = real_run_episodes(full)  # the eval stage's multi-model table, from the stage cache
+    assert episodes["model"].unique().sort().to_list() == ["rl", "sft"]
+    queries, database = real_data_paths(full, REPO)
+    assert queries == (expert_eval.parent / "spoiled.jsonl").resolve()
+    assert database == (REPO.parent / "shared/data/travelplanner/database").resolve()  # not in the config
+
+
+def test_real_query_table_lists_all_levels_and_lengths_per_model(hand_table):
+    from star_lib.experiments.results import paper_final_pass, real_query_table
+
+    two = pl.concat([hand_table.with_columns(pl.lit(m).alias("model")) for m in ("sft", "expert")])
+    table = real_query_table(two)
+    assert table.columns == ["model", "group", "n", *RATE_KEYS]
+    assert table.filter(pl.col("model") == "sft")["group"].to_list() == [
+        "all",
+        "easy",
+        "hard",
+        "3 days",
+        "5 days",
+        "7 days",
+    ]
+    row = table.filter((pl.col("model") == "sft") & (pl.col("group") == "3 days")).to_dicts()[0]
+    assert row["n"] == 2 and row["final_pass"] == 0.5
+    paper = paper_final_pass()
+    assert dict(paper.select("label", "value").iter_rows())["qwen2.5-7b RL (sum)"] == pytest.approx(0.628)
+    assert "<" in paper["relation"].to_list()  # Kimi-K2.5 < 15 %
+
+
+def test_notebook_08_reads_a_run(expert_eval, tmp_path):
+    """The notebook on a runs folder holding a real-tiny run: the run's models, its paired difference."""
+    import nbformat
+    import papermill as pm
+
+    _fake_run(tmp_path / "runs", expert_eval)
+    out = tmp_path / "08.ipynb"
+    notebook = REPO / "notebooks" / "08_real_queries.ipynb"
+    parameters = {"results_dir": str(tmp_path / "runs")}
+    pm.execute_notebook(
+        str(notebook),
+        str(out),
+        parameters=parameters,
+        cwd=str(REPO),
+        progress_bar=False,
+        kernel_name="python3",
+    )
+    nb = nbformat.read(str(out), as_version=4)
+    outputs = [o for c in nb.cells for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert "RL − SFT, strict: +0.250 ± 0.050" in text
+    verdicts = [(o.get("metadata") or {}).get("star", {}).get("verdict") for o in outputs]
+    verdict = next(v for v in verdicts if v)
+    assert verdict.startswith(
+        "On the 12 real train queries the best tiny model (rl) reaches 75% final pass "
+        "(strict; easy 75%, medium –, hard –) against the expert's 75%"
+    )
+    tables = {(o.get("metadata") or {}).get("star", {}).get("table") for o in outputs}
+    assert {"08_real_queries/strict", "08_real_queries/official", "08_real_queries/checks"} <= tables
