@@ -33,6 +33,7 @@ import html
 import json
 import math
 import os
+import re
 import struct
 import uuid
 from collections.abc import Mapping, Sequence
@@ -167,7 +168,7 @@ def vega_bundle() -> str:
 
 def bundle_script() -> str:
     """Return the ``<script>`` element holding :func:`vega_bundle`."""
-    return f"<script {BUNDLE_ATTRIBUTE}>{vega_bundle()}</script>"
+    return f'<script {BUNDLE_ATTRIBUTE}="1">{vega_bundle()}</script>'
 
 
 _RENDER_JS = """(function () {
@@ -227,7 +228,7 @@ def chart_html(
         f'style="width:{width / PNG_SCALE:.0f}px;max-width:100%;height:auto">'
         '<div class="star-chart-view"></div></div>'
         + (bundle_script() if include_bundle else "")
-        + f"<script data-star-chart>{js}</script>"
+        + f'<script data-star-chart="1">{js}</script>'
     )
 
 
@@ -250,16 +251,16 @@ def chart_bundle(chart: alt.TopLevelMixin, name: str) -> tuple[dict[str, Any], d
 def hoist_vega_bundle(page: str) -> str:
     """Keep one Vega bundle in an HTML page: drop every chart's copy and put one at the end of ``<head>``.
 
-    A page without a bundle comes back unchanged.
+    Found however the page was serialised (nbconvert writes the attribute as ``data-star-vega-bundle=""``);
+    a page without a bundle comes back unchanged.
     """
-    opening = f"<script {BUNDLE_ATTRIBUTE}>"
-    if opening not in page:
+    opening = re.compile(rf"<script\s+{BUNDLE_ATTRIBUTE}(?:=(?:\"[^\"]*\"|'[^']*'|[^\s>]*))?\s*>")
+    if not opening.search(page):
         return page
     parts, start = [], 0
-    while (begin := page.find(opening, start)) >= 0:
-        end = page.index("</script>", begin) + len("</script>")
-        parts.append(page[start:begin])
-        start = end
+    while match := opening.search(page, start):
+        parts.append(page[start : match.start()])
+        start = page.index("</script>", match.end()) + len("</script>")
     parts.append(page[start:])
     body = "".join(parts)
     head = body.find("</head>")
