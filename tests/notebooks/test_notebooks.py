@@ -66,6 +66,7 @@ def test_notebooks_execute_with_figure_table_and_verdict(report, name):
     meta = [(o.get("metadata") or {}).get("star", {}) for _, o in outputs]
     figures = [o for _, o in outputs if "figure" in (o.get("metadata") or {}).get("star", {})]
     assert figures and all("image/png" in o.data for o in figures)
+    assert all('class="star-chart"' in o.data["text/html"] for o in figures)  # the interactive chart
     tables = [m["table"] for m in meta if m.get("table", "").startswith(name)]
     assert tables, f"{name} shows no table of its own"
     assert result.summary and any(m.get("summary") == result.summary for m in meta)

@@ -39,6 +39,18 @@ def test_reports_html_is_self_contained(report):
         assert not re.search(r"<link[^>]+href=[\"']https?:", page), r.name
         assert "data:image/png;base64," in page
         assert "Traceback" not in page
+        # interactive figures: one inlined Vega bundle in <head>, one chart script per figure
+        assert page.count("<script data-star-vega-bundle=") == 1, r.name
+        assert page.index("data-star-vega-bundle") < page.index("</head>"), r.name
+        assert page.count("<script data-star-chart=") == len(r.figures), r.name
+
+
+def test_reports_executed_notebooks_are_trusted(report):
+    from nbformat.sign import NotebookNotary
+
+    reports, _, _ = report
+    notary = NotebookNotary()
+    assert all(notary.check_signature(nbformat.read(str(r.executed), as_version=4)) for r in reports)
 
 
 def test_reports_select_notebooks_by_number_or_name(tmp_path):
