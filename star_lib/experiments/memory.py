@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from star_lib.experiments.config import ConfigError
+from star_lib.train.models import PRESETS, TINY_SCALE
 
 GIB = 1024**3
 """Bytes in a GiB (GPU memory is sold in GiB: an "80GB" A100 has 80 GiB)."""
@@ -95,15 +96,45 @@ class ModelShape:
         return 2 * (8 * h + 2 * self.kv_dim + 4 * i)
 
 
+TINY_VOCAB = 4400
+"""Vocabulary of the tiny presets' shapes: the tiny tokenizer's ~4.4 k tokens (the learning-signal recipe's
+is ~2.7 k, so its models are a little smaller than planned here)."""
+
+
+def tiny_shape(preset: str) -> ModelShape:
+    """Return the shape of a from-scratch preset (``tiny``, ``tiny-s``, ``tiny-l``) from its architecture.
+
+    The numbers are those of ``star_lib.train.models.PRESETS[preset].architecture`` (not restated here), with
+    :data:`TINY_VOCAB` tokens.
+
+    Raises:
+        ConfigError: ``preset`` is not a from-scratch preset.
+
+    """
+    arch = PRESETS[preset].architecture if preset in PRESETS else None
+    if arch is None:
+        tiny = sorted(name for name, p in PRESETS.items() if p.is_tiny)
+        raise ConfigError(f"model {preset!r} is not built from an architecture; choose one of {tiny}")
+    return ModelShape(
+        arch.hidden_size,
+        arch.intermediate_size,
+        arch.num_hidden_layers,
+        arch.num_attention_heads,
+        arch.num_key_value_heads,
+        TINY_VOCAB,
+        tie_word_embeddings=arch.tie_word_embeddings,
+    )
+
+
 # Shapes from each checkpoint's config.json on the Hugging Face hub (Qwen/Qwen2.5-{1.5B,3B,7B}-Instruct,
-# HuggingFaceTB/SmolLM2-135M-Instruct); the tiny one from star_lib.train.models.TinyArchitecture with the
-# tiny tokenizer's ~4.4k vocabulary.
+# HuggingFaceTB/SmolLM2-135M-Instruct); the tiny ones from their star_lib.train.models architectures with
+# the tiny tokenizer's ~4.4k vocabulary (tiny_shape).
 MODEL_SHAPES: dict[str, ModelShape] = {
     "qwen2.5-1.5b": ModelShape(1536, 8960, 28, 12, 2, 151936, tie_word_embeddings=True),
     "qwen2.5-3b": ModelShape(2048, 11008, 36, 16, 2, 151936, tie_word_embeddings=True),
     "qwen2.5-7b": ModelShape(3584, 18944, 28, 28, 4, 152064, tie_word_embeddings=False),
     "smollm2-135m": ModelShape(576, 1536, 30, 9, 3, 49152, tie_word_embeddings=True, attention_bias=False),
-    "tiny": ModelShape(192, 512, 3, 4, 2, 4400, tie_word_embeddings=True),
+    **{name: tiny_shape(name) for name in TINY_SCALE},
 }
 """Model shapes by preset name."""
 

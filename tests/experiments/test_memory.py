@@ -81,8 +81,10 @@ def test_memory_profiles_say_their_gpu_memory_and_accelerate_configs_their_strat
     assert gpu_memory_of_profile(load_profile(SLURM / "a100-8gpu.yaml")) == 80.0
     with pytest.raises(ConfigError, match="--gpu-memory-gb"):
         gpu_memory_of_profile(load_profile(SLURM / "local.yaml"))
-    strategies = {p.name: strategy_of_accelerate_config(yaml.safe_load(p.read_text())) for p in
-                  (SLURM / "accelerate").glob("*.yaml")}
+    strategies = {
+        p.name: strategy_of_accelerate_config(yaml.safe_load(p.read_text()))
+        for p in (SLURM / "accelerate").glob("*.yaml")
+    }
     assert strategies == {"ddp.yaml": "ddp", "zero3.yaml": "zero3", "zero3-2node.yaml": "zero3"}
 
 
@@ -104,8 +106,12 @@ def test_star_plan_refuses_7b_under_ddp_on_8_a100s_and_accepts_zero3_on_16(tmp_p
     assert err.startswith("star plan: error:") and "--strategy zero3" in err and len(err.splitlines()) == 1
     code = main(
         [
-            "plan", str(config), "--cluster", str(SLURM / "a100-16gpu-2node.yaml"),
-            "--accelerate-config", str(SLURM / "accelerate" / "zero3-2node.yaml"),
+            "plan",
+            str(config),
+            "--cluster",
+            str(SLURM / "a100-16gpu-2node.yaml"),
+            "--accelerate-config",
+            str(SLURM / "accelerate" / "zero3-2node.yaml"),
         ]
     )
     out, err = capsys.readouterr()
@@ -140,3 +146,24 @@ def test_star_plan_bad_options_are_one_line(tmp_path, capsys, extra, culprit):
     code = main(["plan", str(config), "--cluster", str(SLURM / "a100-8gpu.yaml"), *extra])
     err = capsys.readouterr().err
     assert code == 2 and len(err.splitlines()) == 1 and culprit in err
+
+
+def test_memory_tiny_study_shapes_come_from_the_presets_architectures():
+    from star_lib.experiments.memory import TINY_VOCAB, model_shape, tiny_shape
+    from star_lib.train.models import PRESETS, TINY_SCALE
+
+    counts = [MODEL_SHAPES[name].parameters for name in TINY_SCALE]
+    assert counts == sorted(counts) and len(set(counts)) == 3  # tiny-s < tiny < tiny-l
+    for name in TINY_SCALE:
+        arch, shape = PRESETS[name].architecture, model_shape(name)
+        assert (shape.hidden_size, shape.num_hidden_layers, shape.intermediate_size) == (
+            arch.hidden_size, arch.num_hidden_layers, arch.intermediate_size
+        )  # fmt: skip
+        assert shape.vocab_size == TINY_VOCAB
+    assert 0.4e6 < MODEL_SHAPES["tiny-s"].parameters < 1e6 and 6e6 < MODEL_SHAPES["tiny-l"].parameters < 12e6
+    with pytest.raises(ConfigError, match="qwen2.5-7b.*not built from an architecture"):
+        tiny_shape("qwen2.5-7b")
+    plan = plan_training(
+        TrainingPlanInput("tiny-l", context_tokens=4096), gpus=1, gpu_memory_gib=24, strategy="ddp"
+    )
+    assert plan.fits
