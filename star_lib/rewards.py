@@ -8,6 +8,11 @@ Let ``cs_micro`` = passed commonsense checks / 8, ``hard_micro`` = passed applic
 * MACRO = (cs_macro + hard_macro) / 2
 * SUM = (cs_micro + hard_micro + cs_macro + hard_macro + success) / 5
 * CURRICULUM = SUM, then MACRO, then SUCCESS, switching at fractions of training (default 1/3, 2/3)
+* MILESTONE (experimental, not in the paper) = (SUM + the episode's milestone credit) / 2, see
+  :func:`milestone_sum_reward`
+
+:data:`REWARD_NAMES` lists them all and :func:`reward_value` is the one lookup by name (the episode
+environment, the RL trainer's reward function and the eval stage all go through it).
 
 **Format gate**: a malformed episode (any malformed turn, a missing or invalid ``<answer>`` JSON, an
 unfinished episode) or a missing report earns 0 whatever the plan. Wrapped with :func:`trl_reward`, the
@@ -45,6 +50,7 @@ __all__ = [
     "CURRICULUM_STAGES",
     "DEFAULT_BOUNDARIES",
     "REWARDS",
+    "REWARD_NAMES",
     "covers_trip",
     "curriculum_reward",
     "curriculum_stage",
@@ -52,7 +58,9 @@ __all__ = [
     "macro_reward",
     "milestone_credits",
     "milestone_reward",
+    "milestone_sum_reward",
     "reward_components",
+    "reward_value",
     "success_reward",
     "sum_reward",
     "trl_reward",
@@ -63,6 +71,10 @@ DEFAULT_BOUNDARIES: tuple[float, float] = (1 / 3, 2 / 3)
 """Training fractions where CURRICULUM switches SUM → MACRO → SUCCESS (STAR paper default)."""
 
 CURRICULUM_STAGES: tuple[str, ...] = ("sum", "macro", "success")
+
+REWARD_NAMES: tuple[str, ...] = ("sum", "macro", "success", "curriculum", "milestone")
+"""Every reward a run can train on: spec §8's four, then the experimental milestone reward (the one tuple of
+reward names; the experiment config, the RL config and the episode config take theirs from it)."""
 
 
 def incomplete_plan(report: EvaluationReport | None) -> bool:
@@ -223,34 +235,92 @@ REWARDS: dict[str, Callable[[EvaluationReport | None, bool], float]] = {
 """Stage-free rewards by name (CURRICULUM needs the training progress too)."""
 
 
+def milestone_sum_reward(report: EvaluationReport | None, malformed: bool, credit: float) -> float:
+    """MILESTONE (experimental RL reward): the mean of SUM and the episode's milestone credit.
+
+    ``credit`` is :func:`milestone_reward` of the episode (the share of the retrievals its final plan needed
+    that its tool calls made, in [0, 1]). The module's advice holds: the step-level credit shapes a §8
+    reward rather than replacing it, so an episode that retrieves everything but delivers a wrong plan still
+    earns less than a correct one. Both gates apply (a malformed or incomplete episode earns 0). GRPO sees
+    the episode total, since it gives one advantage per episode.
+
+    >>> milestone_sum_reward(None, malformed=False, credit=1.0)
+    0.0
+    """
+    if _gated(report, malformed):
+        return 0.0
+    return (sum_reward(report, malformed) + float(credit)) / 2
+
+
+def reward_value(
+    name: str,
+    report: EvaluationReport | None,
+    malformed: bool,
+    *,
+    progress: float = 1.0,
+    boundaries: Sequence[float] = DEFAULT_BOUNDARIES,
+    credit: float | None = None,
+) -> float:
+    """Return reward ``name`` (one of :data:`REWARD_NAMES`) of one finished episode: the one lookup by name.
+
+    Args:
+        name: the reward.
+        report: the strict-mode evaluation of the final plan (None when there is none).
+        malformed: the episode's format-gate flag.
+        progress: fraction of training done (``curriculum``; 1.0 after training).
+        boundaries: the curriculum's switching fractions.
+        credit: the episode's :func:`milestone_reward` (needed by ``milestone``).
+
+    >>> reward_value("sum", None, False), reward_value("curriculum", None, False, progress=0.5)
+    (0.0, 0.0)
+
+    Raises:
+        ValueError: for an unknown name, or ``milestone`` without the episode's credit.
+
+    """
+    if name in REWARDS:
+        return REWARDS[name](report, malformed)
+    if name == "curriculum":
+        return curriculum_reward(report, malformed, progress, boundaries)
+    if name == "milestone":
+        if credit is None:
+            raise ValueError("the milestone reward needs the episode's milestone credit (milestone_reward)")
+        return milestone_sum_reward(report, malformed, credit)
+    raise ValueError(f"unknown reward {name!r}; choose one of {REWARD_NAMES}")
+
+
 def trl_reward(name: str, boundaries: Sequence[float] = DEFAULT_BOUNDARIES) -> Callable[..., list[float]]:
     """Wrap a reward in TRL's contract ``(completions, **columns) -> list[float]``.
 
     The wrapped function reads the columns ``report`` (EvaluationReport | None per completion), ``malformed``
-    (bool per completion) and, for ``curriculum``, ``progress`` (a float or one per completion).
+    (bool per completion), for ``curriculum`` ``progress`` (a float or one per completion) and, for
+    ``milestone``, ``milestone`` (each episode's :func:`milestone_reward`).
 
     >>> fn = trl_reward("success")
     >>> fn(["…", "…"], report=[None, None], malformed=[False, True])
     [0.0, 0.0]
 
     Raises:
-        ValueError: for an unknown reward name.
+        ValueError: for an unknown reward name; the wrapped function, for ``milestone`` without its column.
 
     """
-    if name not in (*REWARDS, "curriculum"):
-        raise ValueError(f"unknown reward {name!r}; choose from {[*REWARDS, 'curriculum']}")
+    if name not in REWARD_NAMES:
+        raise ValueError(f"unknown reward {name!r}; choose from {list(REWARD_NAMES)}")
     validate_boundaries(boundaries)
 
     def reward(completions: Sequence[Any], **columns: Any) -> list[float]:
-        reports = columns.get("report") or [None] * len(completions)
-        malformed = columns.get("malformed") or [False] * len(completions)
-        if name != "curriculum":
-            return [REWARDS[name](r, bool(m)) for r, m in zip(reports, malformed, strict=False)]
+        n = len(completions)
+        reports = columns.get("report") or [None] * n
+        malformed = columns.get("malformed") or [False] * n
         progress = columns.get("progress", 0.0)
-        steps = progress if isinstance(progress, (list, tuple)) else [progress] * len(completions)
+        steps = progress if isinstance(progress, (list, tuple)) else [progress] * n
+        credits = columns.get("milestone")
+        if name == "milestone" and credits is None:
+            raise ValueError("reward milestone: the rollout gave no 'milestone' column (episode credits)")
+        credits = credits if credits is not None else [None] * n
         return [
-            curriculum_reward(r, bool(m), float(p), boundaries)
-            for r, m, p in zip(reports, malformed, steps, strict=False)
+            reward_value(name, r, bool(m), progress=float(p), boundaries=boundaries, credit=c)
+            for r, m, p, c in zip(reports, malformed, steps, credits, strict=False)
         ]
 
     reward.__name__ = f"{name}_reward"

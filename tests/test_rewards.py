@@ -309,3 +309,80 @@ def test_rewards_milestone_is_gated_by_completeness(gold_case) -> None:
     report = strict.evaluate(query, short)
     assert milestone_reward(short, steps, report=report) == 0.0
     assert covers_trip(gold, query) and not covers_trip(short, query)
+
+
+# ── MILESTONE as an RL reward, and the one lookup by name ──
+
+
+def test_rewards_one_tuple_of_names_is_shared_by_every_config() -> None:
+    from star_lib.agent import config as agent_config
+    from star_lib.experiments import config as experiment_config
+    from star_lib.rewards import REWARD_NAMES
+    from star_lib.train import rl
+
+    assert REWARD_NAMES == ("sum", "macro", "success", "curriculum", "milestone")
+    assert experiment_config.REWARDS is REWARD_NAMES and rl.REWARD_NAMES is REWARD_NAMES
+    assert agent_config.REWARDS == (
+        "sum",
+        "macro",
+        "success",
+        "milestone",
+        "none",
+    )  # no progress in an episode
+
+
+def test_rewards_milestone_is_the_mean_of_sum_and_the_credit_behind_both_gates() -> None:
+    from star_lib.rewards import milestone_sum_reward, reward_value
+
+    assert milestone_sum_reward(PERFECT, False, credit=1.0) == 1.0
+    assert milestone_sum_reward(PERFECT, False, credit=0.0) == 0.5  # a right plan, nothing retrieved
+    assert milestone_sum_reward(PARTIAL, False, credit=0.6) == pytest.approx(
+        (sum_reward(PARTIAL, False) + 0.6) / 2
+    )
+    assert milestone_sum_reward(PERFECT, True, credit=1.0) == 0.0  # format gate
+    absent = EvaluationReport({k: CheckResult(k != "is_not_absent") for k in COMMONSENSE_KEYS}, None)
+    assert milestone_sum_reward(absent, False, credit=1.0) == 0.0  # completeness gate
+    assert reward_value("milestone", PERFECT, False, credit=0.2) == pytest.approx(0.6)
+    assert reward_value("curriculum", PARTIAL, False, progress=0.0) == sum_reward(PARTIAL, False)
+    assert reward_value("curriculum", PARTIAL, False) == success_reward(
+        PARTIAL, False
+    )  # progress 1: last stage
+    with pytest.raises(ValueError, match="milestone credit"):
+        reward_value("milestone", PERFECT, False)
+    with pytest.raises(ValueError, match="unknown reward 'dense'"):
+        reward_value("dense", PERFECT, False)
+
+
+def test_rewards_trl_milestone_reads_each_episodes_credit() -> None:
+    fn = trl_reward("milestone")
+    assert fn.__name__ == "milestone_reward"
+    assert fn(["a", "b"], report=[PERFECT, PERFECT], malformed=[False, False], milestone=[1.0, 0.0]) == [
+        1.0,
+        0.5,
+    ]
+    with pytest.raises(ValueError, match="no 'milestone' column"):
+        fn(["a"], report=[PERFECT], malformed=[False])
+
+
+def test_rewards_episode_environment_scores_milestone_from_its_tool_steps() -> None:
+    from star_lib.agent.compact import CompactExpert, compact_rollout_config
+    from star_lib.agent.rollout import run_episodes
+    from star_lib.synth.config import SynthConfig
+    from star_lib.synth.dataset import synthesize
+    from star_lib.travel.world import World
+
+    world = World.load("synthetic:small:0")
+    result = synthesize(
+        world, SynthConfig(n=2, mix="1:0:0", seed=0, splits=(1.0, 0.0, 0.0), days_choices=(3,))
+    )
+    queries = result.splits["train"]
+    episodes = run_episodes(
+        CompactExpert(),
+        queries,
+        world,
+        compact_rollout_config(reward="milestone", max_turns=20, max_context_tokens=4096),
+    )
+    for ep in episodes:
+        assert ep.report.final_pass and len(ep.steps) == ep.tool_calls > 0
+        assert milestone_reward(ep.plan, ep.steps, ep.query, ep.malformed, ep.report) == pytest.approx(1.0)
+        assert ep.reward == pytest.approx(1.0)

@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-REWARDS: tuple[str, ...] = ("success", "macro", "sum", "none")
+from star_lib.rewards import REWARD_NAMES
+
+REWARDS: tuple[str, ...] = (*(name for name in REWARD_NAMES if name != "curriculum"), "none")
+"""Episode rewards: those of :data:`star_lib.rewards.REWARD_NAMES` an episode can compute alone (CURRICULUM
+needs the training progress; the RL trainer computes it) and ``none``."""
 PROTOCOLS: tuple[str, ...] = ("react", "compact")
 """Episode protocols: ``react`` (:mod:`star_lib.agent.react`) and ``compact`` (:mod:`star_lib.agent.compact`);
 :func:`star_lib.agent.protocol.get_protocol` returns their objects."""
@@ -30,7 +34,7 @@ class RolloutConfig:
     evaluate: bool = True
     """Evaluate the final plan (off only for pure data generation)."""
     reward: str = "success"
-    """Episode reward from :mod:`star_lib.rewards`: ``success`` | ``macro`` | ``sum`` | ``none``."""
+    """Episode reward, one of :data:`REWARDS`: ``success``, ``macro``, ``sum``, ``milestone`` or ``none``."""
     token_ids: Literal["canonical", "sampled"] = "canonical"
     """``canonical``: re-tokenise assistant text so ids equal the tokenised chat template (logprobs of a
     re-tokenised turn become NaN); ``sampled``: keep the backend's ids (exact logprobs)."""

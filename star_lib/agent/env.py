@@ -29,7 +29,16 @@ from typing import Any
 
 from star_lib.agent.config import RolloutConfig
 from star_lib.agent.protocol import FinalAnswer, FormatError, Protocol, get_protocol, tool_schemas
-from star_lib.types import DayPlan, EpisodeResult, EvaluationReport, QueryRecord, Termination, ToolCall, Tools
+from star_lib.types import (
+    DayPlan,
+    EpisodeResult,
+    EvaluationReport,
+    Observation,
+    QueryRecord,
+    Termination,
+    ToolCall,
+    Tools,
+)
 
 INVALID_CALL_ERRORS = frozenset({"unknown_tool", "bad_arguments"})
 """Observation errors that make a tool call invalid (``no_result`` and injected failures are valid calls)."""
@@ -59,6 +68,8 @@ class Episode(EpisodeResult):
     """Schemas given to the chat template as ``tools=`` (empty when they are listed in the system text)."""
     protocol: str = "react"
     """The episode protocol it was run in (``RolloutConfig.protocol``)."""
+    steps: list[tuple[ToolCall, Observation]] = field(default_factory=list)
+    """Each tool call and the observation it got, in order (the milestone reward's input)."""
 
     @property
     def model_tokens(self) -> int:
@@ -229,6 +240,7 @@ class TravelEnv:
         if observation.fault:
             ep.faults[observation.fault] = ep.faults.get(observation.fault, 0) + 1
         info["observation"] = observation
+        ep.steps.append((call, observation))
         return [self.protocol.render_observation(observation.text)]
 
     def _finish(self, termination: Termination) -> list[dict[str, Any]]:
@@ -239,7 +251,7 @@ class TravelEnv:
             ep.plan, ep.plan_error = self.protocol.parse_plan(ep.answer_text, ep.query, self.world)
         if self.config.evaluate and self.world is not None:
             ep.report = _evaluate(ep.query, ep.plan, self.world, self.config.eval_mode)
-        ep.reward = _reward(self.config.reward, ep.report, ep.malformed)
+        ep.reward = _reward(self.config.reward, ep)
         return []
 
     def _outcome(self, obs: list, info: dict[str, Any]) -> tuple[list, float, bool, bool, dict]:
@@ -265,13 +277,16 @@ def _evaluate(
     return evaluate_plan(query, plan, world, mode)
 
 
-def _reward(name: str, report: EvaluationReport | None, malformed: bool) -> float:
+def _reward(name: str, ep: Episode) -> float:
     """Apply the configured reward of :mod:`star_lib.rewards` (0 without a report or with ``none``)."""
-    if name == "none" or report is None:
+    if name == "none" or ep.report is None:
         return 0.0
-    import star_lib.rewards as rewards
+    from star_lib.rewards import milestone_reward, reward_value
 
-    return float(getattr(rewards, f"{name}_reward")(report, malformed))
+    credit = None
+    if name == "milestone":
+        credit = milestone_reward(ep.plan, ep.steps, ep.query, ep.malformed, ep.report)
+    return float(reward_value(name, ep.report, ep.malformed, credit=credit))
 
 
 def fault_config_for(faults: Any, index: int, base_seed: int) -> Any:

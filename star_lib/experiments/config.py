@@ -4,7 +4,7 @@ An experiment is one YAML file::
 
     name: reward-sum
     model: tiny                 # tiny | qwen2.5-1.5b | qwen2.5-3b | qwen2.5-7b
-    reward: curriculum          # sum | macro | success | curriculum
+    reward: curriculum          # sum | macro | success | curriculum | milestone
     curriculum_boundaries: [0.3333, 0.6667]
     algorithm: grpo             # grpo | dapo | arpo
     rl_data_size: 1000          # RL prompts
@@ -31,11 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from star_lib.io import read_yaml, write_yaml_atomic
+from star_lib.rewards import REWARD_NAMES
 
 MODEL_PRESETS: tuple[str, ...] = ("tiny-s", "tiny", "tiny-l", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b")
 """Model presets (``star_lib.train.models.PRESETS``); the paper trains Qwen2.5-{1.5B,3B,7B}-Instruct."""
-REWARDS: tuple[str, ...] = ("sum", "macro", "success", "curriculum")
-"""Reward designs of spec §8."""
+REWARDS: tuple[str, ...] = REWARD_NAMES
+"""Reward designs of spec §8 and the experimental milestone reward (:data:`star_lib.rewards.REWARD_NAMES`)."""
 ALGORITHMS: tuple[str, ...] = ("grpo", "dapo", "arpo")
 """RL algorithms compared in the paper."""
 PROTOCOLS: tuple[str, ...] = ("react", "compact")

@@ -500,6 +500,12 @@ class EvalStageConfig:
     ``strict``): a plan does not depend on the mode, so one set of episodes gives both. Each mode ``m``
     reports ``eval/m/…``, ``eval/<model>/m/…`` and ``eval/m/paired/…``, and adds ``m/…`` verdict columns
     (``m/final_pass``, ``m/cs/<check>``, …) to the episode tables."""
+    also_clean: bool = field(default=False, metadata={"key": "when-set"})
+    """Also evaluate the same models on the same held-out tasks with no tool faults (the tool-fault axes
+    apply to ``eval/…``): reported as ``eval/clean/…`` (``eval/<model>/clean/…`` when several models are
+    evaluated) and ``eval/clean/paired/noisy-clean/mean|se`` (SUM per task), so a noise arm is read both
+    noisy and clean. Without faults the clean scores are the run's own. Off by default (and then not part
+    of the cache key)."""
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1:
@@ -560,14 +566,19 @@ def _load_policy(cfg: EvalStageConfig, path: Path | None) -> Any:
     return make_policy(cfg.policy, model=path, sampling=sampling, protocol=cfg.protocol)
 
 
-def _reward_fn(cfg: EvalStageConfig) -> Callable[[Any, bool], float]:
+def _reward_fn(cfg: EvalStageConfig) -> Callable[[Any], float]:
+    """Return the run's reward of an evaluation episode (CURRICULUM at its end, MILESTONE with its credit)."""
     from star_lib import rewards
 
-    if cfg.reward == "curriculum":
-        return lambda report, malformed: rewards.curriculum_reward(
-            report, malformed, progress=1.0, boundaries=cfg.curriculum_boundaries
+    def reward(ep: Any) -> float:
+        credit = None
+        if cfg.reward == "milestone":
+            credit = rewards.milestone_reward(ep.plan, ep.steps, ep.query, ep.malformed, ep.report)
+        return rewards.reward_value(
+            cfg.reward, ep.report, ep.malformed, boundaries=cfg.curriculum_boundaries, credit=credit
         )
-    return getattr(rewards, f"{cfg.reward}_reward")
+
+    return reward
 
 
 def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dict[str, Any]:
@@ -610,6 +621,8 @@ def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dic
         diff = paired_difference(episodes["sum"].to_list(), tables[other]["sum"].to_list())
         rows += metrics_rows({f"eval/paired/{primary}-{other}/{k}": v for k, v in diff.items()})
     rows += _eval_ood(cfg, inputs, models, world, out)
+    if cfg.also_clean:
+        rows += _eval_clean(cfg, models, queries, world, out, tables)
     write_metrics(out, rows)
     # eval.parquet: the flat per-episode table; rollouts.parquet adds the transcript and verdicts (explorer).
     every = pl.concat(
@@ -622,6 +635,39 @@ def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dic
     policy_kind = "expert" if models[-1][1] is None else "model"
     write_parquet_atomic(out / "rollouts.parquet", episodes.with_columns(pl.lit(policy_kind).alias("policy")))
     return {"chunk_log": chunk_log, "policy": policy_kind, "models": [m for m, _ in models]}
+
+
+def _eval_clean(
+    cfg: EvalStageConfig,
+    models: Sequence[tuple[str, Path | None]],
+    queries: Sequence[Any],
+    world: Any,
+    out: Path,
+    noisy: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """Score every model again with no tool faults (``eval.also_clean``): ``eval/clean/…`` rows."""
+    import dataclasses
+
+    from star_lib.agent.summary import episode_summary, paired_difference
+    from star_lib.travel.metrics import compute_metrics
+
+    clean_cfg = dataclasses.replace(cfg, tool_failure_rate=0.0, tool_latency_ms=0.0, tool_corruption_rate=0.0)
+    faulty = fault_config(cfg, seed=0) is not None
+    rows: list[dict[str, Any]] = []
+    for name, path in models:
+        table = noisy[name]
+        if faulty:
+            table, _ = _episodes(clean_cfg, _load_policy(cfg, path), queries, world, out, f"clean-{name}")
+        reports = dict(table.select("query_index", "report").iter_rows())
+        values = compute_metrics(queries, [_report_from_json(reports.get(i)) for i in range(len(queries))])
+        values.update({k: v for k, v in episode_summary(table).items() if k not in values})
+        if len(models) > 1:
+            rows += metrics_rows({f"eval/{name}/clean/{k}": v for k, v in values.items()})
+        if name == models[-1][0]:
+            rows += metrics_rows({f"eval/clean/{k}": v for k, v in values.items()})
+            diff = paired_difference(noisy[name]["sum"].to_list(), table["sum"].to_list())
+            rows += metrics_rows({f"eval/clean/paired/noisy-clean/{k}": v for k, v in diff.items()})
+    return rows
 
 
 def _score_modes(
@@ -797,7 +843,7 @@ def _episodes(
         episodes = run_episodes(policy, chunk, world, rollout, fault_config(cfg, seed=0))
         return episodes_frame(episodes).with_columns(
             pl.Series("query_index", [start + i for i in range(len(episodes))], dtype=pl.Int64),
-            pl.Series("run_reward", [reward(ep.report, ep.malformed) for ep in episodes], dtype=pl.Float64),
+            pl.Series("run_reward", [reward(ep) for ep in episodes], dtype=pl.Float64),
             pl.Series("sum", [rewards.sum_reward(ep.report, ep.malformed) for ep in episodes], pl.Float64),
             pl.Series("report", [_report_json(ep.report) for ep in episodes], dtype=pl.String),
             pl.Series(

@@ -110,8 +110,16 @@ class Stage:
         return [f.name for f in fields(self.options_type()) if f.name not in self.options_fixed]
 
     def config_dict(self, config: Any) -> dict[str, Any]:
-        """JSON-able form of a resolved config (part of the content key)."""
-        return dataclasses.asdict(config)
+        """JSON-able form of a resolved config (part of the content key).
+
+        A field declared with ``metadata={"key": "when-set"}`` is left out while it holds its default, so an
+        option added that way keeps the keys of every run that does not use it.
+        """
+        values = dataclasses.asdict(config)
+        for f in fields(config):
+            if f.metadata.get("key") == "when-set" and values.get(f.name) == f.default:
+                values.pop(f.name)
+        return values
 
 
 def unavailable_reason(stage: Stage) -> str | None:

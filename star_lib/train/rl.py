@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from star_lib.rewards import REWARD_NAMES  # the rewards a run trains on (spec §8's four, then MILESTONE)
 from star_lib.train.models import PRESETS, check_bf16, get_preset
 
 if TYPE_CHECKING:
@@ -55,8 +56,6 @@ if TYPE_CHECKING:
     from star_lib.train.metrics import MetricsLog
     from star_lib.train.resume import RolloutState
 
-REWARD_NAMES: tuple[str, ...] = ("sum", "macro", "success", "curriculum")
-"""Rewards of spec §8 (CURRICULUM switches SUM → MACRO → SUCCESS over training)."""
 
 ALGORITHMS: tuple[str, ...] = ("grpo", "dapo", "arpo")
 """RL algorithms: GRPO, DAPO (GRPO + dynamic sampling + overlong shaping), ARPO (adaptive rollouts)."""
@@ -808,6 +807,13 @@ def make_rollout_func(
         output.pop("reward", None)  # the trainer's reward functions recompute it (curriculum needs progress)
         progress = min(1.0, step / max(1, cfg.max_steps))
         output["progress"] = [progress] * len(episodes)
+        if cfg.reward == "milestone":  # the reward function's input: each episode's step-level credit
+            from star_lib.rewards import milestone_reward
+
+            output["milestone"] = [
+                milestone_reward(ep.plan, ep.steps, ep.query, ep.malformed, ep.report) for ep in episodes
+            ]
+            metrics["reward/milestone_credit"] = sum(output["milestone"]) / max(1, len(episodes))
         output["model_tokens"] = [sum(mask) for mask in output["env_mask"]]  # overlong shaping input
         metrics.update(episode_metrics(episodes))
         if cfg.reward == "curriculum":

@@ -308,3 +308,57 @@ def test_study_config_of_prints_the_yaml_star_run_reruns(tmp_path, toy_study, ca
     data = yaml.safe_load(capsys.readouterr().out)
     assert data["name"] == "rewards__success__s0" and data["reward"] == "success"
     assert data["synth"]["ood"] == OOD
+
+
+# ───────────────────────────── the milestone arm and clean + noisy evaluation ─────────────────────────────
+
+
+def test_the_reward_grid_has_the_milestone_arm_and_the_noise_grid_evaluates_clean_too():
+    from star_lib.experiments.pipeline import build_registry
+    from star_lib.experiments.study import read_study
+
+    reward, extra, noise = read_study().load_grids(["reward", "milestone", "noise"])
+    assert {c.reward for c in reward.runs} == {"sum", "macro", "success", "curriculum"}
+    assert extra.finding == "reward" and {c.reward for c in extra.runs} == {"milestone"}  # the fifth arm
+    assert {(c.model, c.seed) for c in extra.runs} == {(c.model, c.seed) for c in reward.runs}
+    registry = build_registry()
+    stage = registry.get("eval")
+    milestone = extra.runs[0]
+    assert registry.get("rl").resolve_config(milestone).reward == "milestone"
+    assert stage.resolve_config(milestone).reward == "milestone"
+    assert all(stage.resolve_config(c).also_clean for c in noise.runs)
+    assert not any(stage.resolve_config(c).also_clean for c in reward.runs)
+
+
+def test_an_option_left_at_its_default_stays_out_of_the_eval_cache_key():
+    from star_lib.experiments.pipeline import EvalStageConfig, build_registry
+
+    stage = build_registry().get("eval")
+    assert "also_clean" not in stage.config_dict(EvalStageConfig())  # runs without it keep their keys
+    assert stage.config_dict(EvalStageConfig(also_clean=True))["also_clean"] is True
+
+
+def test_also_clean_scores_a_noisy_arm_with_clean_tools_too_and_milestone_is_the_eval_reward(tmp_path):
+    synth = {k: v for k, v in TOY["synth"].items() if k != "ood"}
+    evaluation = {k: v for k, v in TOY["eval"].items() if k != "ood"}
+    config = toy(
+        name="noisy",
+        synth=synth,
+        reward="milestone",
+        tool_failure_rate=0.3,
+        eval={**evaluation, "also_clean": True},
+    )
+    result = run_experiment(config, tmp_path / "g" / "noisy")
+    assert result.status == "done", result.error
+    metrics = pl.read_parquet(tmp_path / "g" / "noisy" / "metrics.parquet").filter(pl.col("step").is_null())
+    values = dict(metrics.select("metric", "value").iter_rows())
+    assert values["eval/n"] == values["eval/clean/n"] == 4
+    assert values["eval/faults"] > 0 and values["eval/clean/faults"] == 0  # the same tasks, clean tools
+    assert values["eval/clean/final_pass"] == 1.0  # the expert, undisturbed
+    paired = values["eval/clean/paired/noisy-clean/mean"]
+    sums = pl.read_parquet(stage_dir(tmp_path / "_stages", "eval") / "eval.parquet")["sum"]
+    assert paired == pytest.approx(sums.mean() - 1.0)  # noisy SUM per task minus the clean one (1.0)
+    # reward/mean is MILESTONE's (SUM + credit) / 2: the expert retrieves all its plan needs despite retries
+    table = pl.read_parquet(stage_dir(tmp_path / "_stages", "eval") / "eval.parquet")
+    assert values["reward/mean"] == pytest.approx(table["run_reward"].mean())
+    assert values["reward/mean"] > 0

@@ -246,7 +246,11 @@ def test_rl_one_grpo_step_changes_the_weights(rl_dir, tmp_path, world):
 )
 def test_rl_paper_batch_is_global_and_splits_per_world_size(world_size, per_rank, micro, accumulation):
     cfg = RLRunConfig(
-        data="q", output_dir="o", model_path="m", preset="qwen2.5-7b", prompts_per_step=16,
+        data="q",
+        output_dir="o",
+        model_path="m",
+        preset="qwen2.5-7b",
+        prompts_per_step=16,
         world_size=world_size,
     )
     layout = cfg.batch_layout()
@@ -283,7 +287,12 @@ def test_rl_batch_that_does_not_split_is_refused_naming_the_option(kwargs, needl
 
 def test_rl_vllm_settings_reach_grpo_config():
     cfg = RLRunConfig(
-        data="q", output_dir="o", model_path="m", preset="qwen2.5-1.5b", prompts_per_step=8, use_vllm=True,
+        data="q",
+        output_dir="o",
+        model_path="m",
+        preset="qwen2.5-1.5b",
+        prompts_per_step=8,
+        use_vllm=True,
         vllm_importance_sampling="sequence_mask",
     )
     args = build_grpo_config(cfg)
@@ -325,8 +334,10 @@ def test_rl_importance_sampling_counts_masked_and_clipped_tokens():
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0]])  # third row: a truncated episode
     seq = importance_sampling_counts(torch.tensor([[0.0], [1.2], [0.0]]), mask, "sequence_mask", 3.0)
     assert seq == {
-        "sampling/is_masked_tokens": 3.0, "sampling/is_masked_episodes": 1.0,
-        "sampling/is_tokens": 5.0, "sampling/is_episodes": 2.0,
+        "sampling/is_masked_tokens": 3.0,
+        "sampling/is_masked_episodes": 1.0,
+        "sampling/is_tokens": 5.0,
+        "sampling/is_episodes": 2.0,
     }
     token_ratio = torch.tensor([[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
     tok = importance_sampling_counts(token_ratio, mask, "token_mask", 3.0)
@@ -418,9 +429,68 @@ def test_gpu_check_script_runs_its_cpu_tiny_mode_and_prints_one_json_line(tmp_pa
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
     out = subprocess.run(
         ["bash", str(repo / "slurm" / "gpu_check.sh"), *argv],
-        cwd=repo, capture_output=True, text=True, timeout=600, env={**env, "PYTHON": sys.executable},
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, "PYTHON": sys.executable},
     )
     assert out.returncode == 0, out.stderr[-2000:]
     line = json.loads(out.stdout.strip().splitlines()[-1])
     assert line["ok"] and line["steps"] == 2 and line["episodes_per_step"] == 2 and line["device"] == "cpu"
     assert line["rollout_tokens_per_s"] > 0 and len(line["step_s"]) == 2 and line["rollout_model_tokens"] > 0
+
+
+class AnswerOnlyPolicy:
+    """Compact protocol: episode 0 of a group is the compact expert (it retrieves what its plan needs),
+    episode 1 answers the same reference plan at once, with no tool call (same plan, no retrieval)."""
+
+    tokenizer = None
+
+    def __init__(self) -> None:
+        from star_lib.agent.compact import CompactExpert
+
+        self.expert = CompactExpert()
+
+    def generate(self, conversations, *, max_new_tokens):
+        from star_lib.agent.compact import encode_plan, format_answer_turn
+        from star_lib.agent.policies import Generation
+
+        out = []
+        for conv in conversations:
+            if conv.key % 2 == 0:
+                out.append(Generation(text=self.expert.next_turn(conv.query, conv.messages)))
+            else:
+                out.append(
+                    Generation(
+                        text=format_answer_turn("", encode_plan(conv.query, conv.query.reference_plan))
+                    )
+                )
+        return out
+
+
+def test_rl_milestone_reward_separates_a_group_that_sum_cannot_on_the_compact_protocol(
+    rl_dir, tmp_path, world
+):
+    from star_lib.train.rl import REWARD_NAMES
+
+    assert "milestone" in REWARD_NAMES
+    rewards = {}
+    for reward in ("sum", "milestone"):
+        cfg = config(rl_dir, tmp_path / reward, reward=reward, protocol="compact", max_turns=20)
+        trainer = make_grpo_trainer(cfg, policy_factory=lambda t, c: AnswerOnlyPolicy(), world=world)
+        trainer.model.train()
+        prompt = trainer.train_dataset[0]["prompt"]
+        out = trainer._generate_and_score_completions([{"prompt": prompt} for _ in range(cfg.group_size)])
+        rewards[reward] = (
+            list(trainer._logs["rewards"][f"{reward}_reward"]),
+            out["advantages"].tolist(),
+            trainer,
+        )
+    assert rewards["sum"][0] == [1.0, 1.0]  # both plans pass: SUM gives this group no advantage
+    assert rewards["sum"][1] == pytest.approx([0.0, 0.0])
+    # MILESTONE = (SUM + credit) / 2: the expert retrieved every needed item (credit 1), the other none (0)
+    assert rewards["milestone"][0] == pytest.approx([1.0, 0.5])
+    assert rewards["milestone"][1][0] > 0 > rewards["milestone"][1][1]
+    logged = rewards["milestone"][2]._metrics["train"]["reward/milestone_credit"][-1]
+    assert logged == pytest.approx(0.5)
