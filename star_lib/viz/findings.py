@@ -22,8 +22,11 @@ not counted either. Every finding also carries the health of each arm (:attr:`Fi
 mix, format errors, transport mix, tool calls), the per-check failure profile (:attr:`Finding.checks`) and
 the behaviour shifts behind a gain (:func:`behaviour_shifts`), which the verdict names.
 
-At ``tiny`` scale the model axis collapses to ``tiny``; comparisons over another axis are then made against
-the paper's smallest model that reports them (named in each comparison).
+At ``tiny`` scale the model axis is the tiny study's three sizes (``tiny-s``, ``tiny``, ``tiny-l``:
+:data:`~star_lib.train.models.TINY_SCALE`), stand-ins by rank for the paper's 1.5B / 3B / 7B in the scale
+finding; comparisons over another axis are made against the paper's smallest model that reports them (named
+in each comparison). Where the user's results folder has no run of a finding, :func:`with_study` shows the
+published tiny study (``reports/tiny-study/``, :func:`~star_lib.experiments.results.load_study`) instead.
 """
 
 from __future__ import annotations
@@ -37,10 +40,13 @@ from typing import Any
 import polars as pl
 
 from star_lib.experiments.grids import PAPER_MODELS, finding_axes
-from star_lib.experiments.results import paper_reference
+from star_lib.experiments.results import AXIS_SCHEMA, SCHEMA, STUDY_RESULTS, load_study, paper_reference
+from star_lib.train.models import TINY_SCALE
 
 FINAL = "eval/final_pass"
 """The paper's headline metric: TravelPlanner final pass rate (a fraction)."""
+CLEAN_FINAL = "eval/clean/final_pass"
+"""Final pass of the same models with clean tools (``eval.also_clean``, the noise grid)."""
 IN_DOMAIN: tuple[str, ...] = (
     "eval/delivery",
     "eval/cs_micro",
@@ -78,10 +84,15 @@ FINDING_TITLES: dict[str, str] = {
     "interactions": "Interactions between the axes (factorial view)",
 }
 """Title of each finding's notebook section."""
-_MODEL_LABELS = {"tiny": "tiny", "qwen2.5-1.5b": "1.5B", "qwen2.5-3b": "3B", "qwen2.5-7b": "7B"}
-_MODEL_ORDER = ("tiny", *PAPER_MODELS)
+_MODEL_LABELS = {
+    **{name: name for name in TINY_SCALE},
+    "qwen2.5-1.5b": "1.5B",
+    "qwen2.5-3b": "3B",
+    "qwen2.5-7b": "7B",
+}
+_MODEL_ORDER = (*TINY_SCALE, *PAPER_MODELS)
 _DIFFICULTY_ORDER = ("easy", "medium", "hard", "4:3:3")
-_REWARD_ORDER = ("sum", "macro", "success", "curriculum")
+_REWARD_ORDER = ("sum", "macro", "success", "curriculum", "milestone")
 _ALGORITHM_ORDER = ("grpo", "dapo", "arpo")
 
 
@@ -482,8 +493,93 @@ class Finding:
 
 
 def scale_models(scale: str) -> tuple[str, ...]:
-    """Model presets of a scale: ``tiny`` → ``("tiny",)``, ``paper`` → the Qwen2.5 sizes."""
-    return ("tiny",) if scale == "tiny" else PAPER_MODELS
+    """Model presets of a scale: ``tiny`` → the tiny study's three sizes, ``paper`` → the Qwen2.5 sizes."""
+    return TINY_SCALE if scale == "tiny" else PAPER_MODELS
+
+
+STUDY_MISSING = "the study has not been run yet: `star study --scale tiny`"
+"""What a finding says at tiny scale when neither the user's runs nor the published study has its runs."""
+
+
+@dataclass(frozen=True)
+class Shown:
+    """The results a finding notebook shows, and one sentence saying where they come from."""
+
+    frame: pl.DataFrame
+    """The tidy results table (:data:`~star_lib.experiments.results.SCHEMA`)."""
+    source: str
+    """Whose runs these are: the user's, the published study's, or neither (:data:`STUDY_MISSING`)."""
+    study: bool = False
+    """True when the rows are the published study's."""
+
+
+def study_rows(study: pl.DataFrame) -> pl.DataFrame:
+    """Turn the published study's per-run summaries (:func:`load_study`) into the tidy results table.
+
+    One row per run × held-out metric (``eval/…``, ``ood/…``, ``cost/…``), ``source = "ours"``, ``status =
+    "done"``, the run's axes and ``note`` = its commit, so every finding function reads them like the rows
+    of :func:`~star_lib.experiments.results.load_results`.
+    """
+    metrics = [c for c in study.columns if c.startswith(("eval/", "ood/", "cost/"))]
+    if study.height == 0 or not metrics:
+        return pl.DataFrame(schema=SCHEMA)
+    ids = ["grid", "run", "finding", *[k for k in AXIS_SCHEMA if k in study.columns]]
+    commit = [pl.col("commit").cast(pl.String).alias("note")] if "commit" in study.columns else []
+    long = study.select(*ids, *commit, *[pl.col(m).cast(pl.Float64) for m in metrics]).unpivot(
+        index=[*ids, *(["note"] if commit else [])], on=metrics, variable_name="metric", value_name="value"
+    )
+    long = long.filter(pl.col("value").is_not_null()).with_columns(
+        pl.lit("ours").alias("source"),
+        pl.lit("done").alias("status"),
+        pl.when(pl.col("metric").str.starts_with("cost/"))
+        .then(pl.lit(None, dtype=pl.String))
+        .otherwise(pl.lit("eval"))
+        .alias("stage"),
+        pl.lit("=").alias("relation"),
+        *([] if commit else [pl.lit(None, dtype=pl.String).alias("note")]),
+    )
+    for key, dtype in SCHEMA.items():
+        long = long.with_columns(
+            pl.col(key).cast(dtype) if key in long.columns else pl.lit(None, dtype=dtype).alias(key)
+        )
+    return long.select(list(SCHEMA))
+
+
+def with_study(
+    results: pl.DataFrame,
+    finding: str,
+    scale: str,
+    study_dir: Any = STUDY_RESULTS,
+    results_dir: Any = "the results folder",
+) -> Shown:
+    """Return what a finding notebook shows: the user's runs of ``finding``, else the published tiny study.
+
+    At ``tiny`` scale, when ``results`` holds no finished run of ``finding``, the published study's runs of it
+    (``study_dir``, ``reports/tiny-study/`` by default) are shown instead; when the study has none either,
+    the source sentence says so (:data:`STUDY_MISSING`) and the finding renders its empty tables.
+
+    Raises:
+        ValueError: a published summary cannot be read (naming the file).
+
+    """
+    if ours(results, finding, scale).height:
+        return Shown(results, f"Showing your runs in {results_dir}.")
+    if scale != "tiny":
+        return Shown(results, f"No {finding} runs in {results_dir} yet.")
+    try:
+        study = load_study(study_dir, findings=[finding])
+    except FileNotFoundError:
+        study = pl.DataFrame()
+    rows = study_rows(study)
+    if rows.height == 0:
+        return Shown(results, f"No {finding} runs in {results_dir}, and {STUDY_MISSING}.")
+    commits = sorted({str(c)[:10] for c in study["commit"].drop_nulls()}) if "commit" in study.columns else []
+    at = f" at commit {', '.join(commits)}" if commits else ""
+    source = (
+        f"No {finding} runs in {results_dir}: showing the published tiny study ({study.height} runs{at}, "
+        f"{study_dir})."
+    )
+    return Shown(pl.concat([results, rows], how="vertical_relaxed"), source, study=True)
 
 
 def ours(results: pl.DataFrame, finding: str | Iterable[str] | None, scale: str) -> pl.DataFrame:
@@ -1021,6 +1117,10 @@ def model_scale(
     comparisons = []
     p = _values(paper, "model")
     o = _values(mine, "model")
+    if scale == "tiny":  # the tiny sizes stand for the paper's by rank: tiny-s ~ 1.5B, tiny ~ 3B, tiny-l ~ 7B
+        rank = list(zip(TINY_SCALE, PAPER_MODELS, strict=True))
+        o = {big: o[small] for small, big in rank if small in o}
+        arms = {big: arms[small] for small, big in rank if small in arms}
     models = [m for m in _MODEL_ORDER if m in p]
     for a, b in itertools.combinations(models, 2):
         comparisons.append(
@@ -1320,7 +1420,12 @@ def env_noise(
     tolerance: float = 0.01,
     stable_tolerance: float = 0.05,
 ) -> Finding:
-    """Fig. 6: test success by tool failure rate (and training curves per failure rate)."""
+    """Fig. 6: test success by tool failure rate (and training curves per failure rate).
+
+    When the runs were also scored with clean tools (``eval.also_clean``), ``tables["clean"]`` holds each
+    arm's noisy and clean final pass and their difference (the comparisons stay on the noisy scores, as in
+    the paper).
+    """
     mine_rows = ours(results, "noise", scale)
     mine = aggregate(mine_rows, ["model", "tool_failure_rate"])
     stats = arm_stats(mine_rows, ["model", "tool_failure_rate"])
@@ -1407,6 +1512,15 @@ def env_noise(
     finding.tables["paper_statements"] = statements.select(
         pl.col("tool_failure_rate").alias("x"), pl.lit("paper: ").add(pl.col("note")).alias("text")
     )
+    clean = _wide_metrics(mine_rows, ["model", "tool_failure_rate"], [FINAL, CLEAN_FINAL])
+    if clean.height and clean["clean/final_pass"].drop_nulls().len():
+        finding.tables["clean"] = clean.select(
+            pl.col("model").map_elements(model_label, return_dtype=pl.String),
+            "tool_failure_rate",
+            pl.col("final_pass").alias("noisy final_pass"),
+            pl.col("clean/final_pass").alias("clean final_pass"),
+            (pl.col("final_pass") - pl.col("clean/final_pass")).alias("noisy - clean"),
+        )
     if curves is not None:
         noise_curves = curves.filter(pl.col("finding") == "noise") if curves.height else curves
         wanted = (

@@ -193,3 +193,128 @@ def test_findings_curve_and_token_metrics_follow_the_trainers_names():
     )
     table = findings.algorithms(rows, "tiny").table
     assert table.filter(pl.col("source") == "ours")["tokens"].to_list() == [99.0]  # RL's count first
+
+
+# ── the tiny study's model sizes and the published study ──
+
+
+def test_findings_tiny_scale_keeps_the_tiny_study_sizes_and_ranks_them_against_the_paper():
+    assert findings.scale_models("tiny") == ("tiny-s", "tiny", "tiny-l")
+    assert [findings.model_label(m) for m in ("tiny-s", "tiny-l", "qwen2.5-7b")] == ["tiny-s", "tiny-l", "7B"]
+    rows = results(
+        {"finding": "scale", "model": "tiny-s", "value": 0.10},
+        {"finding": "scale", "model": "tiny-l", "value": 0.40},
+    )
+    scale = findings.model_scale(rows, "tiny")
+    assert scale.runs == 2
+    checked = [c for c in scale.comparisons if c.our_diff is not None]
+    assert [c.label for c in checked] == ["7B > 1.5B"]  # tiny-l stands for 7B, tiny-s for 1.5B
+    assert checked[0].our_diff == pytest.approx(0.30)
+    reward = findings.reward_design(
+        results({"finding": "reward", "model": "tiny-l", "reward": "milestone"}), "tiny"
+    )
+    assert (
+        reward.runs == 1
+        and "milestone" in reward.table.filter(pl.col("source") == "ours")["reward"].to_list()
+    )
+
+
+def _summary(tmp_path, finding: str, grid: str, arm: str, seed: int, **values: Any):
+    """One published run summary with the columns star study writes (study.SUMMARY_COLUMNS, the axes…)."""
+    from star_lib.experiments.results import AXIS_SCHEMA
+    from star_lib.experiments.study import SUMMARY_COLUMNS
+
+    axes = {"model": "tiny", "reward": "sum", "algorithm": "grpo", "rl_data_size": 64, "difficulty": "easy"}
+    axes.update({k: values.pop(k) for k in list(values) if k in AXIS_SCHEMA})
+    row: dict[str, Any] = {
+        "finding": finding,
+        "grid": grid,
+        "run": f"{grid}__{arm}__s{seed}",
+        "arm": arm,
+        "seed": seed,
+        "commit": "0123456789abcdef0123",
+        "dirty": False,
+        "config_hash": "abc",
+        "wall_s": 60.0,
+        "compute_s": 50.0,
+        "finished": 1.0,
+        **{k: axes.get(k) for k in AXIS_SCHEMA if k != "seed"},
+        "config": "{}",
+        "rl_steps": [1, 2],
+        "rl_reward": [0.1, 0.2],
+        **values,
+    }
+    assert set(SUMMARY_COLUMNS) <= set(row)
+    schema = {**AXIS_SCHEMA, "rl_steps": pl.List(pl.Int64), "rl_reward": pl.List(pl.Float64)}
+    frame = pl.DataFrame([row], schema_overrides=schema)
+    folder = tmp_path / finding
+    folder.mkdir(parents=True, exist_ok=True)
+    frame.write_parquet(folder / f"{row['run']}.parquet")
+
+
+def test_findings_show_the_published_study_when_the_results_folder_has_no_runs(tmp_path):
+    for seed in range(3):
+        for model in ("tiny-s", "tiny-l"):
+            for reward, rate in (("sum", 0.20), ("curriculum", 0.45), ("milestone", 0.30)):
+                metrics = {
+                    FINAL: rate + 0.01 * seed,
+                    "eval/n": 200.0,
+                    "eval/termination/answer": 1.0,
+                    "eval/cs_micro": 0.9,
+                    "ood/final_pass": rate / 2,
+                    "cost/rl_s": 30.0,
+                }
+                _summary(tmp_path, "reward", "reward", f"{reward}-{model}", seed, model=model, reward=reward,
+                         **metrics)  # fmt: skip
+    empty = pl.DataFrame(schema=SCHEMA)
+    shown = findings.with_study(empty, "reward", "tiny", study_dir=tmp_path, results_dir="runs")
+    assert shown.study and "published tiny study (18 runs at commit 0123456789" in shown.source
+    finding = findings.reward_design(shown.frame, "tiny")
+    assert finding.runs == 18
+    ours = finding.table.filter(pl.col("source") == "ours")
+    assert set(ours["model"].to_list()) == {"tiny-s", "tiny-l"}
+    assert set(ours["reward"].to_list()) == {"sum", "curriculum", "milestone"}
+    assert ours.filter((pl.col("model") == "tiny-l") & (pl.col("reward") == "curriculum"))[
+        "final_pass"
+    ].item() == pytest.approx(0.46)
+    health = finding.health
+    assert "± (95 %)" in health.columns and health.height == 6  # an interval per arm
+    assert health["± (95 %)"].drop_nulls().min() > 0
+    [tiny_s] = [c for c in finding.comparisons if c.label == "curriculum > sum" and "tiny-s" in c.ours]
+    assert tiny_s.our_diff == pytest.approx(0.25) and tiny_s.outcome == "agrees"  # decided by the interval
+    # the user's own runs win over the study; the paper scale never reads it
+    mine = results({"finding": "reward", "reward": "sum", "value": 0.9})
+    assert not findings.with_study(mine, "reward", "tiny", study_dir=tmp_path).study
+    assert not findings.with_study(empty, "reward", "paper", study_dir=tmp_path).study
+
+
+def test_findings_render_cleanly_before_the_study_has_run(tmp_path):
+    empty = pl.DataFrame(schema=SCHEMA)
+    for folder in (tmp_path / "none", tmp_path):  # no folder, then an empty one
+        for name, build in findings.FINDINGS.items():
+            shown = findings.with_study(empty, name, "tiny", study_dir=folder)
+            assert not shown.study and findings.STUDY_MISSING in shown.source
+            assert "star study --scale tiny" in shown.source
+            assert build(shown.frame, "tiny").runs == 0
+
+
+def test_findings_noise_shows_each_arm_noisy_and_clean_when_the_runs_scored_both():
+    rows = results(
+        {"finding": "noise", "tool_failure_rate": 0.0, "value": 0.5},
+        {"finding": "noise", "tool_failure_rate": 0.0, "metric": findings.CLEAN_FINAL, "value": 0.5},
+        {"finding": "noise", "tool_failure_rate": 0.1, "value": 0.2, "run": "r9"},
+        {
+            "finding": "noise",
+            "tool_failure_rate": 0.1,
+            "metric": findings.CLEAN_FINAL,
+            "value": 0.45,
+            "run": "r9",
+        },
+    )
+    clean = findings.env_noise(rows, "tiny").tables["clean"].sort("tool_failure_rate")
+    assert clean["noisy final_pass"].to_list() == [0.5, 0.2] and clean["clean final_pass"].to_list() == [
+        0.5,
+        0.45,
+    ]
+    assert clean["noisy - clean"].to_list() == pytest.approx([0.0, -0.25])
+    assert "clean" not in findings.env_noise(rows.filter(pl.col("metric") == FINAL), "tiny").tables
