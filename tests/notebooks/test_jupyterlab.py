@@ -57,8 +57,10 @@ LAB_SETTINGS = {
         "fetchNews": "false",
         "checkForUpdates": False,
     },
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
-"""No news and no update check (nothing may reach the network); JupyterLab's defaults otherwise."""
+"""No news and no update check (nothing may reach the network), and every cell kept in the page (JupyterLab 4
+leaves cells scrolled out of view out of the DOM, so their outputs could not be read); defaults otherwise."""
 
 PROMPTS_JS = """
 const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
@@ -187,11 +189,37 @@ def lab(lab_project, tmp_path_factory) -> Iterator[str]:
         log.close()
 
 
+KERNEL_DIALOG_JS = """
+const dialog = document.querySelector('.jp-Dialog');
+if (!dialog) { return false; }
+const select = dialog.querySelector('select');
+if (select) {
+  const star = Array.from(select.options).find(o => o.textContent.includes('STAR lab'));
+  if (star) { select.value = star.value; select.dispatchEvent(new Event('change', {bubbles: true})); }
+}
+const accept = dialog.querySelector('.jp-Dialog-button.jp-mod-accept');
+if (accept) { accept.click(); }
+return true;
+"""
+"""Answer JupyterLab's "Select Kernel" dialog with the project kernel (it can open over a fresh notebook)."""
+
+
+def _accept_kernel_dialog(driver, settle_s: float = 3.0) -> None:
+    """Give a kernel dialog ``settle_s`` to appear and answer it; a page without one is left as it is."""
+    deadline = time.monotonic() + settle_s
+    while time.monotonic() < deadline:
+        if driver.execute_script(KERNEL_DIALOG_JS):
+            time.sleep(0.5)
+            return
+        time.sleep(0.25)
+
+
 def _open_and_run_all(driver, kit, lab: str, name: str) -> None:
     base, token = lab.split("|")
     driver.get(f"{base}/lab/tree/{name}.ipynb?token={token}&reset")
     kit.wait_for(lambda: driver.execute_script(PROMPTS_JS), UI_S, f"{name} to open in JupyterLab")
     kit.wait_for(lambda: driver.execute_script(KERNEL_IDLE_JS) == "idle", UI_S, f"{name}'s kernel to start")
+    _accept_kernel_dialog(driver)
     driver.find_element("xpath", MENU_XPATH.format("Run")).click()
     entry = kit.wait_for(
         lambda: driver.find_elements("css selector", '.lm-Menu-item[data-command="runmenu:run-all"]'),
