@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo install system-deps lab lint bench clean
+.PHONY: test demo study install system-deps lab lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -29,6 +29,10 @@ test: $(STAMP) system-deps
 
 demo: $(STAMP)
 	$(BIN)/star demo
+
+# The tiny study (issue 13): every finding grid, resumable, each finished run's summary committed alone.
+study: $(STAMP)
+	$(BIN)/star study --scale tiny --commit
 
 lab: $(STAMP)
 	$(BIN)/star lab
