@@ -270,31 +270,10 @@ PRESETS: dict[str, ModelPreset] = {
             intermediate_size=1152,
         ),
     ),
-    "tiny": ModelPreset(
-        name="tiny",
-        description="2-3 M-parameter Qwen2-architecture model from a config + trained BPE tokenizer (CPU)",
-        architecture=TinyArchitecture(),
-        dtype="float32",
-        sft=SFTHyperparams(
-            learning_rate=2e-3,  # from scratch: orders of magnitude above fine-tuning rates
-            lr_scheduler_type="cosine",
-            warmup_ratio=0.05,
-            num_train_epochs=3.0,
-            per_device_train_batch_size=16,  # the probe's batch (STACK.md)
-            gradient_accumulation_steps=1,
-            max_length=2048,
-            bf16=False,  # fp32 on CPUs: bf16 autocast is ~10x slower without native bf16
-            gradient_checkpointing=False,
-        ),
-        rl=RLHyperparams(
-            learning_rate=5e-5,  # a from-scratch 2 M-parameter model after SFT at 2e-3
-            num_generations=8,
-            max_turns=20,
-            max_context_tokens=4096,
-            max_new_tokens=192,
-            bf16=False,  # fp32 on CPUs: bf16 autocast is ~10x slower without native bf16
-            gradient_checkpointing=False,
-        ),
+    "tiny": _tiny(
+        "tiny",
+        "2-3 M-parameter Qwen2-architecture model from a config + trained BPE tokenizer (CPU)",
+        TinyArchitecture(),
     ),
     "smollm2-135m": ModelPreset(
         name="smollm2-135m",
