@@ -318,6 +318,30 @@ def stable_metrics():
     return _stable_metrics
 
 
+@pytest.fixture
+def same_metrics():
+    """``same_metrics(got, expected)``: the same rows, values equal to 1e-5 relative.
+
+    Two processes computing the same stage can differ in the seventh digit (the CPU kernels' vector paths
+    depend on how buffers are aligned), so a stage reused from a killed child process is compared to one
+    computed in this process to within that, not bit for bit.
+    """
+    return _assert_same_metrics
+
+
+def _assert_same_metrics(got: list[dict], expected: list[dict]) -> None:
+    def key(row: dict) -> tuple:
+        return row["stage"], row["step"] if row["step"] is not None else -1, row["metric"]
+
+    got, expected = sorted(got, key=key), sorted(expected, key=key)
+    assert [key(r) for r in got] == [key(r) for r in expected]
+
+    def values(rows: list[dict]) -> list[float]:
+        return [float("nan") if r["value"] is None else r["value"] for r in rows]
+
+    assert values(got) == pytest.approx(values(expected), rel=1e-5, abs=1e-9, nan_ok=True)
+
+
 def _stable_metrics(run_dir: Path) -> list[dict]:
     """A run's metrics rows without clock readings and costs (what a resumed run must reproduce)."""
     import polars as pl

@@ -179,7 +179,7 @@ def _final_metrics(run_dir: Path) -> dict[str, float]:
 
 
 def test_runner_killed_run_resumes_rl_training_from_its_checkpoint_with_equal_metrics(
-    tmp_path, training_experiment, stable_metrics
+    tmp_path, training_experiment, stable_metrics, same_metrics
 ):
     config = {**training_experiment, "name": "train", "tool_failure_rate": 0.2}
     cache = tmp_path / "cache"
@@ -201,7 +201,7 @@ def test_runner_killed_run_resumes_rl_training_from_its_checkpoint_with_equal_me
     )
     assert fresh.status == "done"
     expected = stable_metrics(tmp_path / "h" / "train")
-    assert stable_metrics(tmp_path / "g" / "train") == expected
+    same_metrics(stable_metrics(tmp_path / "g" / "train"), expected)
     tokens = [r["value"] for r in expected if r["metric"] == "env/model_tokens" and r["stage"] == "rl"]
     assert len(tokens) == 4 and len(set(tokens)) > 1  # sampled episodes differ per step: the RNG was restored
 
