@@ -154,21 +154,33 @@ def metrics_frame(
               "hard_total": pl.Int64}  # fmt: skip
     pairs = zip(queries, reports, strict=True)
     rows = [{k: row[k] for k in schema} for row in (plan_row(q, r) for q, r in pairs)]
-    frame = pl.DataFrame(rows, schema=schema)
-    n_checks = len(COMMONSENSE_KEYS)
+    return _rates(pl.DataFrame(rows, schema=schema), keys)
+
+
+def _rates(counts: Any, keys: Sequence[str], prefix: str = "") -> Any:
+    """Aggregate per-plan count columns into the six rates (and ``n``, ``hard_total``) per ``keys`` group.
+
+    ``counts`` holds ``{prefix}delivered``, ``cs_passed``, ``cs_all``, ``hard_passed``, ``hard_all``,
+    ``hard_total`` and ``final`` per plan; no ``keys``: one row for the whole table.
+    """
+    import polars as pl
+
+    def col(name: str) -> Any:
+        return pl.col(prefix + name)
+
     aggregations = [
         pl.len().alias("n"),
-        pl.col("hard_total").sum().alias("hard_total"),
-        (pl.col("delivered").sum() / pl.len()).alias("delivery"),
-        (pl.col("cs_passed").sum() / (n_checks * pl.len())).alias("cs_micro"),
-        (pl.col("cs_all").sum() / pl.len()).alias("cs_macro"),
-        (pl.col("hard_passed").sum() / pl.col("hard_total").sum()).alias("hard_micro"),
-        (pl.col("hard_all").sum() / pl.len()).alias("hard_macro"),
-        (pl.col("final").sum() / pl.len()).alias("final_pass"),
+        col("hard_total").sum().alias("hard_total"),
+        (col("delivered").sum() / pl.len()).alias("delivery"),
+        (col("cs_passed").sum() / (len(COMMONSENSE_KEYS) * pl.len())).alias("cs_micro"),
+        (col("cs_all").sum() / pl.len()).alias("cs_macro"),
+        (col("hard_passed").sum() / col("hard_total").sum()).alias("hard_micro"),
+        (col("hard_all").sum() / pl.len()).alias("hard_macro"),
+        (col("final").sum() / pl.len()).alias("final_pass"),
     ]
     if not keys:
-        return frame.select(aggregations)
-    return frame.group_by(keys).agg(aggregations).sort(keys)
+        return counts.select(aggregations)
+    return counts.group_by(keys).agg(aggregations).sort(keys)
 
 
 def _ratio(numerator: float, denominator: float) -> float:
@@ -268,24 +280,8 @@ def episode_breakdown(
         ValueError: An unknown group column, a mode the table was not scored in, missing columns.
 
     """
-    import polars as pl
-
     keys = _group_keys(episodes, by)
-    counts = _episode_counts(episodes, mode, queries)
-    n_checks = len(COMMONSENSE_KEYS)
-    aggregations = [
-        pl.len().alias("n"),
-        pl.col("_hard_total").sum().alias("hard_total"),
-        (pl.col("_delivered").sum() / pl.len()).alias("delivery"),
-        (pl.col("_cs_passed").sum() / (n_checks * pl.len())).alias("cs_micro"),
-        (pl.col("_cs_all").sum() / pl.len()).alias("cs_macro"),
-        (pl.col("_hard_passed").sum() / pl.col("_hard_total").sum()).alias("hard_micro"),
-        (pl.col("_hard_all").sum() / pl.len()).alias("hard_macro"),
-        (pl.col("_final").sum() / pl.len()).alias("final_pass"),
-    ]
-    if not keys:
-        return counts.select(aggregations)
-    return counts.group_by(keys).agg(aggregations).sort(keys)
+    return _rates(_episode_counts(episodes, mode, queries), keys, prefix="_")
 
 
 def check_failures(episodes: Any, by: str | Sequence[str] | None = None, mode: str | None = None) -> Any:
