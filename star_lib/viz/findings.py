@@ -9,9 +9,11 @@ result in advance: the paper's side comes from :func:`~star_lib.experiments.resu
 
 A comparison checks one of the paper's statements on our runs: "A is higher than B" (from two reported
 numbers, or from a qualitative statement such as "hard-only training collapses") or "A is about B" ("stable
-for failure rates up to 5 %", or two reported numbers less than ``tolerance`` apart). Our difference agrees
-when it has the paper's sign and exceeds ``tolerance`` (for "about": stays within ``stable_tolerance``);
-a difference inside ``tolerance`` is *flat*; a pair our runs lack is *missing* and is not counted.
+for failure rates up to 5 %", or two reported numbers less than ``tolerance`` apart). The intervals decide,
+not the point estimates: our difference agrees when it has the paper's sign and lies outside both its 95 %
+interval and ``tolerance``; a difference inside either is *flat*. For "about", it is *opposite* only when it
+lies outside both its interval and ``stable_tolerance``, else it agrees. A pair our runs lack is *missing*
+and is not counted.
 
 A verdict needs evidence (:func:`evidence_gate`): a final-pass comparison is judged only when its best arm
 beats a floor — the untrained model (``eval/base/final_pass``) when evaluated, else 0 — by more than its 95 %
@@ -290,7 +292,7 @@ class Comparison:
     ours: str = ""
     """Our values, e.g. ``tiny: 40.0 % vs 35.0 %``."""
     tolerance: float = 0.01
-    """Differences within this are flat (for ``higher``/``lower``)."""
+    """Differences within this (or within their 95 % interval) are flat (for ``higher``/``lower``)."""
     stable_tolerance: float = 0.05
     """Largest difference that still counts as ``similar``."""
     arms: tuple[Arm, ...] = ()
@@ -319,9 +321,10 @@ class Comparison:
             return "missing"
         if self.no_evidence:
             return "no evidence"
+        interval = self.interval or 0.0
         if self.expect == "similar":
-            return "agrees" if abs(diff) <= self.stable_tolerance else "opposite"
-        if abs(diff) <= self.tolerance:
+            return "opposite" if abs(diff) > max(self.stable_tolerance, interval) else "agrees"
+        if abs(diff) <= max(self.tolerance, interval):
             return "flat"
         return "agrees" if (diff > 0) == (self.expect == "higher") else "opposite"
 
@@ -340,28 +343,20 @@ class Comparison:
         if outcome == "missing":
             return f"{self.label}: missing, not in our runs ({paper})"
         ours = f"ours {self.difference()}"
-        interval = self.interval
-        judged = outcome == "opposite" or (outcome == "agrees" and self.expect != "similar")
-        caveat = (
-            ", though inside its 95 % interval"
-            if judged and interval is not None and abs(self.our_diff or 0.0) <= interval
-            else ""
-        )
+        inside = self.interval is not None and abs(self.our_diff or 0.0) <= self.interval
         if outcome == "no evidence":
             return f"{self.label}: no evidence, {self.no_evidence} ({ours}; {paper})"
         if outcome == "agrees":
-            return f"{self.label}: agrees, {ours}{caveat} ({paper})"
+            return f"{self.label}: agrees, {ours} ({paper})"
         if outcome == "flat":
-            return (
-                f"{self.label}: flat, {ours} is within the ±{100 * self.tolerance:.0f} pt tolerance "
-                f"where the paper has a difference ({paper})"
-            )
+            bound = "its 95 % interval" if inside else f"the ±{100 * self.tolerance:.0f} pt tolerance"
+            return f"{self.label}: flat, {ours} is within {bound} where the paper has a difference ({paper})"
         if self.expect == "similar":
             return (
-                f"{self.label}: opposite, {ours} differs by more than the ±{100 * self.stable_tolerance:.0f} "
-                f"pts the paper calls stable{caveat} ({paper})"
+                f"{self.label}: opposite, {ours} differs by more than its interval and the "
+                f"±{100 * self.stable_tolerance:.0f} pts the paper calls stable ({paper})"
             )
-        return f"{self.label}: opposite, {ours} goes against the paper's direction{caveat} ({paper})"
+        return f"{self.label}: opposite, {ours} goes against the paper's direction ({paper})"
 
 
 def comparisons_frame(comparisons: Sequence[Comparison]) -> pl.DataFrame:
@@ -442,7 +437,7 @@ def verdict(comparisons: Sequence[Comparison], *, have_runs: bool, scope: str = 
     plural = "comparison" if len(judged) == 1 else "comparisons"
     parts = [f"agree with the paper on {counts['agrees']} of {len(judged)} {plural}"]
     if counts["flat"]:
-        parts.append(f"are flat (no difference beyond the tolerance) on {counts['flat']}")
+        parts.append(f"are flat (no difference beyond its interval) on {counts['flat']}")
     if counts["opposite"]:
         parts.append(f"go the opposite way on {counts['opposite']}")
     tally = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]

@@ -98,7 +98,7 @@ def test_evidence_verdict_says_each_outcome_with_the_interval():
     assert c.difference() == f"+0.0 ± {100 * c.interval:.1f} pts"
     assert finding.verdict.startswith("Flat: our runs agree with the paper on 0 of 1 comparison and are flat")
     assert (
-        f"curriculum > sum: flat, ours +0.0 ± {100 * c.interval:.1f} pts is within the ±1 pt tolerance"
+        f"curriculum > sum: flat, ours +0.0 ± {100 * c.interval:.1f} pts is within its 95 % interval"
         in (finding.verdict)
     )
     assert not finding.verdict.startswith("No")
@@ -210,16 +210,15 @@ def test_evidence_health_from_real_runs_matches_their_metrics(noise_runs):
     assert finding.checks.height >= 10 and finding.checks.columns[0] == "check"
 
 
-def test_evidence_a_difference_inside_its_interval_is_said_to_be():
+def test_evidence_a_difference_inside_its_interval_is_flat():
     small = findings.reward_design(
         runs(({"reward": "curriculum"}, health(0.6)), ({"reward": "sum"}, health(0.5)), finding="reward"),
         "tiny",
     )
     [c] = small.comparisons
-    assert c.outcome == "agrees" and abs(c.our_diff) < c.interval
-    assert (
-        f"curriculum > sum: agrees, ours {c.difference()}, though inside its 95 % interval" in small.verdict
-    )
+    assert c.our_diff > c.tolerance and abs(c.our_diff) < c.interval and c.outcome == "flat"
+    assert f"curriculum > sum: flat, ours {c.difference()} is within its 95 % interval" in small.verdict
+    assert small.verdict.startswith("Flat:")
     large = findings.reward_design(
         runs(
             ({"reward": "curriculum"}, health(0.9, n=400)),
@@ -228,4 +227,21 @@ def test_evidence_a_difference_inside_its_interval_is_said_to_be():
         ),
         "tiny",
     )
-    assert large.comparisons[0].outcome == "agrees" and "inside its 95 % interval" not in large.verdict
+    [c] = large.comparisons
+    assert c.our_diff > c.interval and c.outcome == "agrees" and large.verdict.startswith("Agrees:")
+    reverse = findings.reward_design(
+        runs(
+            ({"reward": "curriculum"}, health(0.5, n=400)),
+            ({"reward": "sum"}, health(0.9, n=400)),
+            finding="reward",
+        ),
+        "tiny",
+    )
+    assert reverse.comparisons[0].outcome == "opposite"
+
+
+def test_evidence_about_equal_is_opposite_only_beyond_its_interval_and_the_stable_band():
+    wide = (Arm("a", 0.5, se=0.05), Arm("b", 0.42, se=0.05))  # 8 pts apart, ±13.9 pts
+    narrow = (Arm("a", 0.5, se=0.01), Arm("b", 0.42, se=0.01))  # 8 pts apart, ±2.8 pts
+    assert Comparison("a ≈ b", FINAL, "similar", "p", our_diff=0.08, arms=wide).outcome == "agrees"
+    assert Comparison("a ≈ b", FINAL, "similar", "p", our_diff=0.08, arms=narrow).outcome == "opposite"

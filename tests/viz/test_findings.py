@@ -180,7 +180,7 @@ def test_findings_comparison_similar_uses_the_stable_tolerance():
     assert (close.outcome, far.outcome) == ("agrees", "opposite")
     sentence = verdict([close, far], have_runs=True)
     assert sentence.startswith("Mixed: our runs agree with the paper on 1 of 2 comparisons and go the")
-    assert "differs by more than the ±5 pts the paper calls stable" in sentence
+    assert "differs by more than its interval and the ±5 pts the paper calls stable" in sentence
 
 
 def test_findings_curve_and_token_metrics_follow_the_trainers_names():
