@@ -385,7 +385,9 @@ def load_study(
     One row per run: ``finding``, ``grid``, ``run``, ``arm``, ``seed``, ``commit``, ``dirty``,
     ``config_hash``, ``wall_s``, ``compute_s``, ``finished``, the axes, the held-out metrics (``eval/…``,
     ``ood/…``), the stage times (``cost/<stage>_s``), the run's ``config`` (JSON) and its RL curve
-    (``rl_steps``, ``rl_reward``). Runs missing a metric another run has get null there.
+    (``rl_steps``, ``rl_reward``), and the per-query outcomes of the held-out and OOD splits
+    (:func:`held_out_outcomes`: list columns ``eval_query``, ``eval_final_pass``, …; absent from summaries
+    published before they existed). Runs missing a metric another run has get null there.
 
     Args:
         folder: The published study (default ``reports/tiny-study`` of this checkout).
@@ -412,6 +414,73 @@ def load_study(
             schema={"finding": pl.String, "grid": pl.String, "run": pl.String, "seed": pl.Int64}
         )
     return pl.concat(frames, how="diagonal_relaxed").sort("finding", "run")
+
+
+OUTCOME_COLUMNS: dict[str, str] = {
+    "final_pass": "final_pass",
+    "cs_macro": "commonsense_pass",
+    "hard_macro": "hard_pass",
+    "cs_micro": "cs_micro",
+    "sum": "sum",
+}
+"""Per-query outcomes a run summary lists per split (``<split>_<name>``) and the episode column each comes
+from; a plan that was not delivered scores 0 on all of them but SUM, as in
+:func:`star_lib.travel.metrics.compute_metrics`, so a list's mean is the split's rate."""
+OUTCOME_SPLITS: dict[str, str] = {"eval": "eval.parquet", "ood": "ood.parquet"}
+"""The held-out splits whose per-query outcomes a summary lists, and the eval stage's episode file of each."""
+
+
+def held_out_outcomes(run_dir: str | os.PathLike[str]) -> dict[str, list[Any]]:
+    """Return a finished run's per-query outcomes on the held-out (``eval``) and OOD (``ood``) splits.
+
+    Reads the eval stage's episodes of the run's result model (``eval.parquet`` of the run, else of its
+    cached eval stage; ``ood.parquet`` of that stage) and lists, one entry per query in the split's order
+    (``query_index``): ``<split>_query`` (the query id ``idx``, or its position when ids are missing),
+    ``<split>_final_pass``, ``<split>_cs_macro``, ``<split>_hard_macro`` (0/1), ``<split>_cs_micro`` and
+    ``<split>_sum`` (floats; see :data:`OUTCOME_COLUMNS`). A split without an episode table is left out; a
+    run without either gives ``{}``.
+    """
+    run = Path(run_dir)
+    stage = _eval_stage_folder(run)
+    out: dict[str, list[Any]] = {}
+    for split, filename in OUTCOME_SPLITS.items():
+        candidates = ([run / filename] if split == "eval" else []) + ([stage / filename] if stage else [])
+        path = next((p for p in candidates if p.is_file()), None)
+        if path is None:
+            continue
+        try:
+            frame = pl.read_parquet(path)
+        except (OSError, pl.exceptions.PolarsError):
+            continue
+        out.update(_outcome_lists(frame, split))
+    return out
+
+
+def _outcome_lists(frame: pl.DataFrame, split: str) -> dict[str, list[Any]]:
+    """Return the per-query outcome lists of one episode table (sorted by ``query_index``)."""
+    if "query_index" not in frame.columns or "final_pass" not in frame.columns:
+        return {}
+    frame = frame.sort("query_index")
+    delivered = frame["delivered"].fill_null(False) if "delivered" in frame.columns else None
+    ids = frame["idx"] if "idx" in frame.columns and frame["idx"].null_count() == 0 else frame["query_index"]
+    out: dict[str, list[Any]] = {f"{split}_query": [int(v) for v in ids.to_list()]}
+    for name, column in OUTCOME_COLUMNS.items():
+        if column not in frame.columns:
+            continue
+        values = frame[column].cast(pl.Float64).fill_null(0.0)
+        if name != "sum" and delivered is not None:
+            values = values * delivered.cast(pl.Float64)
+        if name in ("final_pass", "cs_macro", "hard_macro"):
+            out[f"{split}_{name}"] = [int(v) for v in values.to_list()]
+        else:
+            out[f"{split}_{name}"] = [float(v) for v in values.to_list()]
+    return out
+
+
+def outcome_schema(outcomes: dict[str, list[Any]]) -> dict[str, Any]:
+    """Return the polars list types of :func:`held_out_outcomes`' columns (ids and 0/1 as ints)."""
+    floats = ("_cs_micro", "_sum")
+    return {k: pl.List(pl.Float64 if k.endswith(floats) else pl.Int64) for k in outcomes}
 
 
 # ───────────────────────────── real TravelPlanner queries (issue 14) ─────────────────────────────

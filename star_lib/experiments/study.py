@@ -10,7 +10,8 @@ commits that one file (``--commit``), and finally runs ``star report``.
 
 The published table (:func:`star_lib.experiments.results.load_study`) has one row per run with
 :data:`SUMMARY_COLUMNS`, the run's axes, its held-out metrics (``eval/…`` and ``ood/…``), the stage wall
-times (``cost/…``) and the RL training curve (``rl_steps`` / ``rl_reward``).
+times (``cost/…``), the RL training curve (``rl_steps`` / ``rl_reward``) and the per-query outcomes of both
+splits (``eval_query``, ``eval_final_pass``, …, ``ood_sum``: lists, one entry per query).
 
 :func:`estimate` predicts the compute each grid adds, in study order: a stage whose content (its resolved
 config and its inputs' content) an earlier run already produced costs nothing, exactly as in the cache.
@@ -370,13 +371,17 @@ def summary_path(out_dir: str | os.PathLike[str], grid: Grid, run: str) -> Path:
 def run_summary(grid: Grid, config: ExperimentConfig, run_dir: Path, commit: tuple[str, bool]) -> Any:
     """Return a finished run's one-row summary (a polars frame): ids, axes, held-out metrics, costs, curve.
 
+    Beside the rates it lists the run's per-query outcomes on the held-out and OOD splits
+    (:func:`star_lib.experiments.results.held_out_outcomes`: ``eval_query``, ``eval_final_pass``, …,
+    ``ood_sum``), so intervals can be bootstrapped over queries as well as seeds; no trajectories.
+
     Raises:
         FileNotFoundError: the run has no ``metrics.parquet`` (it has not finished).
 
     """
     import polars as pl
 
-    from star_lib.experiments.results import AXIS_SCHEMA
+    from star_lib.experiments.results import AXIS_SCHEMA, held_out_outcomes, outcome_schema
     from star_lib.experiments.runner import read_run_record
 
     path = run_dir / "metrics.parquet"
@@ -392,6 +397,7 @@ def run_summary(grid: Grid, config: ExperimentConfig, run_dir: Path, commit: tup
         elif metric == "cost/stage_wall_s":
             values[f"cost/{stage}_s"] = value
     curve = metrics.filter((pl.col("stage") == "rl") & (pl.col("metric") == "train/reward")).sort("step")
+    outcomes = held_out_outcomes(run_dir)
     axes = config.axes()
     axes["curriculum_boundaries"] = ",".join(f"{b:.4g}" for b in config.curriculum_boundaries)
     row: dict[str, Any] = {
@@ -411,11 +417,13 @@ def run_summary(grid: Grid, config: ExperimentConfig, run_dir: Path, commit: tup
         "rl_steps": [int(s) for s in curve["step"].to_list()],
         "rl_reward": [float(v) for v in curve["value"].to_list()],
         **values,
+        **outcomes,
     }
     schema = {
         **{k: AXIS_SCHEMA[k] for k in AXIS_SCHEMA},
         "rl_steps": pl.List(pl.Int64),
         "rl_reward": pl.List(pl.Float64),
+        **outcome_schema(outcomes),
     }
     return pl.DataFrame([row], schema_overrides=schema)
 

@@ -230,10 +230,53 @@ def test_a_two_run_study_publishes_one_summary_per_run_and_a_rerun_reruns_nothin
     assert row["wall_s"] > 0 and row["reward"] == "sum" and row["eval/final_pass"] == 1.0
     config = ExperimentConfig.from_dict(json.loads(row["config"]))
     assert config.fingerprint() == row["config_hash"]  # the summary says how to rerun it exactly
+    for split in ("eval", "ood"):  # per-query outcomes of the RL (here: the expert) model, for bootstraps
+        n = int(row[f"{split}/n"])
+        assert n > 0 and len(row[f"{split}_query"]) == n and len(set(row[f"{split}_query"])) == n
+        for rate in ("final_pass", "cs_macro", "hard_macro", "cs_micro"):
+            assert len(row[f"{split}_{rate}"]) == n
+            assert sum(row[f"{split}_{rate}"]) / n == pytest.approx(row[f"{split}/{rate}"]), (split, rate)
+        assert sum(row[f"{split}_sum"]) / n == pytest.approx(row[f"{split}/sum"])
+    assert "messages" not in table.columns and "plan" not in table.columns  # no trajectories
     stamps = [p.stat().st_mtime_ns for p in paths]
     assert main(study_args(tmp_path, toy_study)) == 0
     assert capsys.readouterr().out.count("skipped") == 2
     assert [p.stat().st_mtime_ns for p in paths] == stamps  # nothing rewritten
+
+
+def test_per_query_outcomes_follow_the_split_order_and_count_an_undelivered_plan_as_failed(tmp_path):
+    from star_lib.experiments.results import held_out_outcomes, load_study
+
+    run = tmp_path / "run"
+    run.mkdir()
+    pl.DataFrame(
+        {
+            "query_index": [2, 0, 1, 3],
+            "idx": [12, 10, 11, 13],
+            "delivered": [True, True, False, True],
+            "final_pass": [False, True, True, True],  # query 1's verdicts pass, its plan was not delivered
+            "commonsense_pass": [True, True, True, True],
+            "hard_pass": [False, True, True, True],
+            "cs_micro": [1.0, 1.0, 0.875, 0.5],
+            "sum": [0.6, 1.0, 0.1, 0.9],
+        }
+    ).write_parquet(run / "eval.parquet")
+    outcomes = held_out_outcomes(run)
+    assert outcomes["eval_query"] == [10, 11, 12, 13]
+    assert outcomes["eval_final_pass"] == [1, 0, 0, 1] and outcomes["eval_cs_macro"] == [1, 0, 1, 1]
+    assert outcomes["eval_cs_micro"] == [1.0, 0.0, 1.0, 0.5] and outcomes["eval_sum"] == [1.0, 0.1, 0.6, 0.9]
+    assert not any(k.startswith("ood_") for k in outcomes)  # no OOD episodes, no OOD lists
+    assert held_out_outcomes(tmp_path / "nothing") == {}
+    old = tmp_path / "published" / "reward"
+    old.mkdir(parents=True)
+    pl.DataFrame(
+        {"finding": ["reward"], "grid": ["g"], "run": ["g__sum__s0"], "eval/final_pass": [0.5]}
+    ).write_parquet(old / "g__sum__s0.parquet")
+    pl.DataFrame(
+        {"finding": ["reward"], "grid": ["g"], "run": ["g__sum__s1"], "eval_final_pass": [[1, 0]]}
+    ).write_parquet(old / "g__sum__s1.parquet")
+    table = load_study(tmp_path / "published")  # an old summary without the lists still reads
+    assert table.height == 2 and table["eval_final_pass"].to_list() == [None, [1, 0]]
 
 
 def test_a_killed_study_continues_where_it_stopped(tmp_path, toy_study, monkeypatch, capsys):
