@@ -33,6 +33,7 @@ published tiny study (``reports/tiny-study/``, :func:`~star_lib.experiments.resu
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -124,6 +125,13 @@ MAX_FORMAT_ERRORS = 0.5
 SHIFT_POINTS = 0.10
 """A transport share (flight / self-driving / taxi of the plans' travel legs) that moves by more than this
 (10 pts) while final pass rises is reported as a behaviour shift behind the gain."""
+BOOTSTRAP_RESAMPLES = 2000
+"""Resamples of every bootstrap interval (over queries and seeds, :func:`contrast_interval`)."""
+BOOTSTRAP_SEED = 0
+"""Seed of the bootstrap's generator: the same runs always give the same interval."""
+QUERY_METRIC = "query/"
+"""Prefix of the per-query outcome rows of the tidy table: ``query/<split>/<rate>/<query id>`` (one row per
+run × held-out query, value 0/1 or SUM), from the published study's lists (:func:`study_rows`)."""
 OUTCOMES: tuple[str, ...] = ("agrees", "flat", "opposite", "missing", "no evidence")
 """Every outcome a comparison can have; *missing* and *no evidence* are not counted in the verdict."""
 
@@ -170,6 +178,84 @@ def _finite(value: Any) -> float | None:
 
 
 @dataclass(frozen=True)
+class Outcomes:
+    """An arm's per-query final-pass outcomes: one row per run (seed), one column per held-out query."""
+
+    queries: tuple[int, ...]
+    """The held-out queries' ids, in the split's order (the same for every run of the arm)."""
+    values: tuple[tuple[float, ...], ...]
+    """Outcome per run × query (0/1 for final pass)."""
+
+    @property
+    def mean(self) -> float:
+        """Mean over runs and queries (the arm's rate)."""
+        return sum(map(sum, self.values)) / max(1, len(self.values) * len(self.queries))
+
+
+def contrast_se(
+    cells: Sequence[Outcomes],
+    weights: Sequence[float],
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> float:
+    """Return the bootstrap SE of ``sum(w * cell mean)`` over cells that share their held-out queries.
+
+    Each resample draws the queries with replacement once — the same indices for every cell, so the query
+    difficulty common to the cells cancels in a difference (the paired bootstrap) — and each cell's runs
+    (seeds) with replacement, independently per cell. One cell with weight 1 gives the arm's own SE.
+
+    Raises:
+        ValueError: the cells do not share their queries, or ``weights`` does not match ``cells``.
+
+    Example:
+        >>> a = Outcomes((1, 2, 3, 4), ((1, 0, 1, 0),))
+        >>> b = Outcomes((1, 2, 3, 4), ((1, 0, 1, 1),))
+        >>> contrast_se([a, a], [1.0, -1.0]), contrast_se([a, b], [1.0, -1.0]) > 0
+        (0.0, True)
+
+    """
+    import numpy as np
+
+    if len(cells) != len(weights) or not cells:
+        raise ValueError(f"contrast of {len(cells)} cells needs as many weights, got {len(weights)}")
+    if not shares_queries(cells):
+        raise ValueError("the paired bootstrap needs cells that share their held-out queries")
+    rng = np.random.default_rng(seed)
+    n_queries = len(cells[0].queries)
+    drawn = rng.integers(0, n_queries, size=(resamples, n_queries))
+    query_counts = np.stack([np.bincount(row, minlength=n_queries) for row in drawn]).astype(float)
+    total = np.zeros(resamples)
+    for cell, weight in zip(cells, weights, strict=True):
+        matrix = np.asarray(cell.values, dtype=float)
+        runs = matrix.shape[0]
+        picks = rng.integers(0, runs, size=(resamples, runs))
+        run_counts = np.stack([np.bincount(row, minlength=runs) for row in picks]).astype(float)
+        total += weight * np.einsum("bs,sq,bq->b", run_counts, matrix, query_counts) / (runs * n_queries)
+    return float(total.std(ddof=1))
+
+
+def shares_queries(cells: Sequence[Outcomes | None]) -> bool:
+    """Return whether every cell has per-query outcomes on the same queries (the paired bootstrap applies)."""
+    present = [c for c in cells if c is not None]
+    return bool(cells) and len(present) == len(cells) and len({c.queries for c in present}) == 1
+
+
+def contrast_interval(arms: Sequence[Arm], weights: Sequence[float], *, paired: bool = True) -> float | None:
+    """Return the 95 % half-width of ``sum(w * arm value)``: the one place every interval is computed.
+
+    When the arms carry per-query outcomes on the same queries (the tiny study's runs do: synthesis is
+    shared by every arm and seed) and ``paired`` (the contrast is of final pass, what the outcomes hold), it
+    is :data:`INTERVAL_Z` times the paired bootstrap SE over queries and seeds (:func:`contrast_se`);
+    otherwise the arms' SEs in quadrature, ``Z·sqrt(sum(w² se²))``; None when an arm's SE is unknown.
+    """
+    if paired and shares_queries([a.outcomes for a in arms]):
+        return INTERVAL_Z * contrast_se([a.outcomes for a in arms if a.outcomes is not None], weights)
+    if not arms or any(a.se is None for a in arms):
+        return None
+    return INTERVAL_Z * math.sqrt(sum((w * (a.se or 0.0)) ** 2 for a, w in zip(arms, weights, strict=True)))
+
+
+@dataclass(frozen=True)
 class Arm:
     """One side of a comparison: a group of our runs (seeds pooled) and the health of its episodes."""
 
@@ -178,8 +264,9 @@ class Arm:
     value: float | None
     """Final pass rate (mean over the arm's runs)."""
     se: float | None = None
-    """Standard error of ``value``: the larger of the seeds' SE and the binomial SE of the pooled episodes;
-    None when neither is known (one run without an episode count)."""
+    """Standard error of ``value`` (:func:`arm_stats`): the bootstrap SE over queries and seeds when the runs
+    carry per-query outcomes, else the larger of the seeds' SE and the binomial SE of the pooled episodes
+    (never below the Laplace-smoothed binomial SE); None when neither is known."""
     floor: float | None = None
     """The untrained model's final pass on the same tasks (``eval/base/final_pass``), when evaluated."""
     turn_limit: float = 0.0
@@ -192,6 +279,8 @@ class Arm:
     """Mean turns per episode."""
     transport: Mapping[str, float] = field(default_factory=dict)
     """Shares of the travel legs by kind (``flight``, ``self-driving``, ``taxi``); empty when unknown."""
+    outcomes: Outcomes | None = None
+    """The runs' per-query final pass (the published study's runs), for paired bootstrap intervals."""
 
     @property
     def interval(self) -> float | None:
@@ -298,13 +387,16 @@ class Comparison:
     arms: tuple[Arm, ...] = ()
     """Our two arms (first, second) when known: their intervals and the evidence gate read them."""
 
-    @property
+    @functools.cached_property
     def interval(self) -> float | None:
-        """Half-width of the difference's 95 % interval (the arms' intervals in quadrature), when known."""
-        intervals = [a.interval for a in self.arms]
-        if len(intervals) != 2 or self.our_diff is None or None in intervals:
+        """Half-width of the difference's 95 % interval, when known (:func:`contrast_interval`).
+
+        The paired bootstrap of the difference when both arms carry per-query outcomes on the same queries,
+        else the arms' intervals in quadrature.
+        """
+        if len(self.arms) != 2 or self.our_diff is None:
             return None
-        return math.sqrt(sum(i**2 for i in intervals if i is not None))
+        return contrast_interval(self.arms, (1.0, -1.0), paired=self.metric == FINAL)
 
     @property
     def no_evidence(self) -> str | None:
@@ -513,7 +605,9 @@ def study_rows(study: pl.DataFrame) -> pl.DataFrame:
 
     One row per run × held-out metric (``eval/…``, ``ood/…``, ``cost/…``), ``source = "ours"``, ``status =
     "done"``, the run's axes and ``note`` = its commit, so every finding function reads them like the rows
-    of :func:`~star_lib.experiments.results.load_results`.
+    of :func:`~star_lib.experiments.results.load_results`; plus, for summaries that list them, one row per
+    run × held-out query and rate (``query/eval/final_pass/<query id>``, :data:`QUERY_METRIC`), from which
+    :func:`arm_stats` bootstraps the intervals.
     """
     metrics = [c for c in study.columns if c.startswith(("eval/", "ood/", "cost/"))]
     if study.height == 0 or not metrics:
@@ -533,11 +627,47 @@ def study_rows(study: pl.DataFrame) -> pl.DataFrame:
         pl.lit("=").alias("relation"),
         *([] if commit else [pl.lit(None, dtype=pl.String).alias("note")]),
     )
+    long = pl.concat([long, *_query_rows(study, ids, bool(commit))], how="diagonal_relaxed")
     for key, dtype in SCHEMA.items():
         long = long.with_columns(
             pl.col(key).cast(dtype) if key in long.columns else pl.lit(None, dtype=dtype).alias(key)
         )
     return long.select(list(SCHEMA))
+
+
+def _query_rows(study: pl.DataFrame, ids: Sequence[str], commit: bool) -> list[pl.DataFrame]:
+    """Return the per-query rows (``query/<split>/<rate>/<query id>``) of the summaries that list them."""
+    from star_lib.experiments.results import OUTCOME_COLUMNS, OUTCOME_SPLITS
+
+    parts = []
+    for split in OUTCOME_SPLITS:
+        key = f"{split}_query"
+        for name in OUTCOME_COLUMNS:
+            column = f"{split}_{name}"
+            if key not in study.columns or column not in study.columns:
+                continue
+            picked = study.filter(
+                pl.col(key).is_not_null()
+                & pl.col(column).is_not_null()
+                & (pl.col(key).list.len() == pl.col(column).list.len())
+            )
+            if picked.height == 0:
+                continue
+            note = [pl.col("commit").cast(pl.String).alias("note")] if commit else []
+            rows = picked.select(*ids, *note, pl.col(key).alias("_q"), pl.col(column).alias("value")).explode(
+                "_q", "value"
+            )
+            parts.append(
+                rows.with_columns(
+                    (pl.lit(f"{QUERY_METRIC}{split}/{name}/") + pl.col("_q").cast(pl.String)).alias("metric"),
+                    pl.col("value").cast(pl.Float64),
+                    pl.lit("ours").alias("source"),
+                    pl.lit("done").alias("status"),
+                    pl.lit(split).alias("stage"),
+                    pl.lit("=").alias("relation"),
+                ).drop("_q")
+            )
+    return parts
 
 
 def with_study(
@@ -840,10 +970,15 @@ def arm_stats(rows: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     """Per arm (one row per combination of ``by``, seeds pooled): final pass with its interval and the health.
 
     Columns: ``by``, then :data:`HEALTH_METRICS` (means over the arm's runs; ``episodes`` is their sum), the
-    standard error ``se`` and the 95 % half-width ``± (95 %)`` of final pass (the larger of the seeds' SE and
-    the binomial SE over the pooled episodes, Laplace-smoothed: p = (passes + 1) / (episodes + 2), so
-    0 of 12 is 0 % ± 13.5 pts rather than an exact 0 ± 0), ``runs``, and the SFT model's final pass and
-    transport mix (``sft …``) when the runs evaluated it.
+    standard error ``se`` and the 95 % half-width ``± (95 %)`` of final pass, ``runs``, and the SFT model's
+    final pass and transport mix (``sft …``) when the runs evaluated it; ``_queries`` / ``_outcomes`` hold
+    the arm's per-query final pass (runs × queries) when every run of the arm lists it, else null.
+
+    The SE is the bootstrap SE over queries and seeds (:func:`contrast_se`, :data:`BOOTSTRAP_RESAMPLES`
+    resamples, fixed seed) when the runs carry per-query outcomes (the published study's), else the larger
+    of the seeds' SE and the binomial SE over the pooled episodes; neither is taken below that binomial SE
+    Laplace-smoothed, p = (passes + 1) / (episodes + 2), so 0 of 12 is 0 % ± 13.5 pts rather than an exact
+    0 ± 0.
     """
     metrics = {**HEALTH_METRICS, **_SFT_METRICS}
     columns = {
@@ -855,7 +990,7 @@ def arm_stats(rows: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     }
     picked = rows.filter(pl.col("metric").is_in(list(metrics.values()))) if rows.height else rows
     if picked.height == 0 or not picked.filter(pl.col("metric") == FINAL).height:
-        return pl.DataFrame(schema=columns)
+        return pl.DataFrame(schema={**columns, **_OUTCOME_TYPES})
     per_run = (
         picked.group_by([*by, "grid", "run", "metric"])
         .agg(pl.col("value").mean())
@@ -876,9 +1011,122 @@ def arm_stats(rows: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     binomial = (smoothed * (1 - smoothed) / (pl.col("episodes") + 2)).sqrt()
     binomial = pl.when(pl.col("episodes") > 0).then(binomial)  # null without an episode count
     seeds = pl.when(pl.col("runs") >= 2).then(pl.col("_sd") / pl.col("runs").cast(pl.Float64).sqrt())
-    stats = stats.with_columns(pl.max_horizontal(binomial, seeds).alias("se"))
+    stats = stats.with_columns(pl.max_horizontal(binomial, seeds).alias("se"), binomial.alias("_binomial"))
+    stats = _with_outcomes(stats, rows, per_run, by)
+    bootstrap = [
+        None if o is None else contrast_se([o], [1.0]) for o in _outcomes_of(stats)
+    ]  # over queries and seeds; never below the smoothed binomial SE (0 of 600 is not an exact 0 ± 0)
+    stats = stats.with_columns(pl.Series("_bootstrap", bootstrap, dtype=pl.Float64)).with_columns(
+        pl.when(pl.col("_bootstrap").is_not_null())
+        .then(pl.max_horizontal("_bootstrap", "_binomial"))
+        .otherwise(pl.col("se"))
+        .alias("se")
+    )
     stats = stats.with_columns((INTERVAL_Z * pl.col("se")).alias("± (95 %)"))
-    return stats.select(list(columns)).sort(list(by))
+    return stats.select(*columns, "_queries", "_outcomes").sort(list(by))
+
+
+_OUTCOME_TYPES = {"_queries": pl.List(pl.Int64), "_outcomes": pl.List(pl.List(pl.Float64))}
+
+
+def _with_outcomes(
+    stats: pl.DataFrame, rows: pl.DataFrame, per_run: pl.DataFrame, by: Sequence[str]
+) -> pl.DataFrame:
+    """Add each arm's per-query pass (``_queries``, ``_outcomes``: runs × queries) when all runs have it."""
+    prefix = f"{QUERY_METRIC}eval/final_pass/"
+    picked = rows.filter(pl.col("metric").str.starts_with(prefix))
+    if picked.height == 0:
+        return stats.with_columns(*[pl.lit(None, dtype=t).alias(k) for k, t in _OUTCOME_TYPES.items()])
+    runs = (
+        picked.with_columns(
+            pl.col("metric").str.strip_prefix(prefix).cast(pl.Int64, strict=False).alias("_q")
+        )
+        .group_by([*by, "grid", "run", "_q"])
+        .agg(pl.col("value").mean())
+        .sort("_q")
+        .group_by([*by, "grid", "run"])
+        .agg(pl.col("_q"), pl.col("value"))
+    )
+    runs = per_run.select(*by, "grid", "run").join(
+        runs, on=[*by, "grid", "run"], how="left", nulls_equal=True
+    )
+    cells = []
+    for key, group in runs.sort("grid", "run").group_by(list(by), maintain_order=True):
+        queries = group["_q"].to_list()
+        complete = all(q is not None and len(q) > 0 and q == queries[0] for q in queries)
+        cells.append(
+            {
+                **dict(zip(by, key, strict=True)),
+                "_queries": queries[0] if complete else None,
+                "_outcomes": group["value"].to_list() if complete else None,
+            }
+        )
+    schema = {**{k: stats.schema[k] for k in by}, **_OUTCOME_TYPES}
+    return stats.join(pl.DataFrame(cells, schema=schema), on=list(by), how="left", nulls_equal=True)
+
+
+def rate_intervals(rows: pl.DataFrame, by: Sequence[str], split: str = "eval") -> pl.DataFrame:
+    """Return each arm's held-out rates with bootstrap 95 % intervals over queries and seeds.
+
+    One row per arm × rate (``final_pass``, ``cs_micro``, ``cs_macro``, ``hard_macro``, ``sum``: the
+    per-query lists of :func:`~star_lib.experiments.results.held_out_outcomes`) of ``split`` (``eval`` or
+    ``ood``): ``value`` (mean over runs and queries), ``± 95 %`` (:data:`INTERVAL_Z` × :func:`contrast_se`)
+    and ``runs``. Arms whose runs do not all list the same queries are left out; empty without per-query
+    rows (runs of your own, summaries published before the lists existed).
+    """
+    from star_lib.experiments.results import OUTCOME_COLUMNS
+
+    schema = {
+        **{k: rows.schema[k] if k in rows.schema else pl.String for k in by},
+        "rate": pl.String,
+        "value": pl.Float64,
+        "± 95 %": pl.Float64,
+        "runs": pl.UInt32,
+    }
+    prefix = f"{QUERY_METRIC}{split}/"
+    picked = rows.filter(pl.col("metric").str.starts_with(prefix)) if rows.height else rows
+    if picked.height == 0:
+        return pl.DataFrame(schema=schema)
+    parts = picked.with_columns(
+        pl.col("metric").str.strip_prefix(prefix).str.split("/").alias("_parts")
+    ).with_columns(
+        pl.col("_parts").list.first().alias("rate"),
+        pl.col("_parts").list.last().cast(pl.Int64, strict=False).alias("_q"),
+    )
+    per_run = (
+        parts.group_by([*by, "rate", "grid", "run", "_q"])
+        .agg(pl.col("value").mean())
+        .sort("_q")
+        .group_by([*by, "rate", "grid", "run"])
+        .agg(pl.col("_q"), pl.col("value"))
+        .sort([*by, "grid", "run"])
+    )
+    order = {name: i for i, name in enumerate(OUTCOME_COLUMNS)}
+    out = []
+    for key, group in per_run.group_by([*by, "rate"], maintain_order=True):
+        queries = group["_q"].to_list()
+        if not queries[0] or any(q != queries[0] for q in queries):
+            continue
+        cell = Outcomes(tuple(queries[0]), tuple(tuple(v) for v in group["value"].to_list()))
+        se = contrast_se([cell], [1.0])
+        out.append(
+            {
+                **dict(zip([*by, "rate"], key, strict=True)),
+                "value": cell.mean,
+                "± 95 %": INTERVAL_Z * se,
+                "runs": group.height,
+            }
+        )
+    frame = pl.DataFrame(out, schema=schema)
+    return frame.sort([*by, pl.col("rate").replace_strict(order, default=99)])
+
+
+def _outcomes_of(stats: pl.DataFrame) -> list[Outcomes | None]:
+    """Each arm's :class:`Outcomes` (None where its runs do not all list them)."""
+    return [
+        None if q is None or v is None else Outcomes(tuple(q), tuple(tuple(r) for r in v))
+        for q, v in zip(stats["_queries"].to_list(), stats["_outcomes"].to_list(), strict=True)
+    ]
 
 
 def health_table(stats: pl.DataFrame) -> pl.DataFrame:
@@ -888,7 +1136,9 @@ def health_table(stats: pl.DataFrame) -> pl.DataFrame:
     and its interval; the SFT model's columns only when the runs evaluated it.
     """
     by = stats.columns[: stats.columns.index("final_pass")]
-    rest = [c for c in stats.columns if c not in (*by, "final_pass", "± (95 %)", "se")]
+    rest = [
+        c for c in stats.columns if c not in (*by, "final_pass", "± (95 %)", "se") and not c.startswith("_")
+    ]
     shown = stats.select(*by, "final_pass", "± (95 %)", *rest)
     sft = [c for c in _SFT_METRICS if c in shown.columns]
     if not shown.height or all(shown[c].null_count() == shown.height for c in sft):
@@ -931,7 +1181,7 @@ def _arms(stats: pl.DataFrame, axis: str, model: str | None = None, **fixed: Any
     for key, value in fixed.items():
         rows = rows.filter(pl.col(key) == value)
     out = {}
-    for row in rows.iter_rows(named=True):
+    for row, outcomes in zip(rows.iter_rows(named=True), _outcomes_of(rows), strict=True):
         prefix = ", ".join(
             arm_label(k, v) if k in ("tool_failure_rate", "rl_data_size") else f"{k}={v}"
             for k, v in fixed.items()
@@ -947,6 +1197,7 @@ def _arms(stats: pl.DataFrame, axis: str, model: str | None = None, **fixed: Any
             format_errors=max(_finite(row["format errors"]) or 0.0, _finite(row["malformed"]) or 0.0),
             turns=_finite(row["turns"]),
             transport={k: v for k in TRANSPORT_COLUMNS if (v := _finite(row[k])) is not None},
+            outcomes=outcomes,
         )
     return out
 
@@ -1527,6 +1778,70 @@ def env_noise(
     return _finish(finding, stats, mine_rows, ["model", "tool_failure_rate"])
 
 
+EFFECT_SCHEMA: dict[str, Any] = {
+    "effect": pl.String,
+    "kind": pl.String,
+    "estimate": pl.Float64,
+    "± 95 %": pl.Float64,
+    "verdict": pl.String,
+}
+"""Columns of the factorial effects table (:func:`factorial_effects`; estimates are fractions)."""
+
+
+def factorial_effects(stats: pl.DataFrame, axes: Sequence[str]) -> pl.DataFrame:
+    """Return the main effects and interactions of a two-level factorial on final pass, with 95 % intervals.
+
+    Each axis is coded ±1 (its first and last level in study order; other levels are left out), and every
+    non-empty set of axes is one contrast of the 2^k cell means with weights ``prod(x_a) / 2^(k-1)``: a main
+    effect is the mean of the high cells minus the mean of the low ones, a two-way interaction half the
+    difference between one axis's effect at the other's two levels, and so on. Its interval comes from
+    :func:`contrast_interval` (the paired bootstrap over the shared queries and the seeds when the cells
+    carry per-query outcomes, else the cells' SEs in quadrature). ``verdict`` is ``effect`` (a main effect)
+    or ``interaction`` when the interval excludes 0, ``none`` when it does not, ``unknown`` without an
+    interval; every estimate is null when a cell has no runs.
+
+    Args:
+        stats: :func:`arm_stats` by (at least) ``axes``, one row per cell.
+        axes: The two or three factors.
+
+    """
+    levels = {a: sorted(set(stats[a].to_list()), key=_sort_key) if stats.height else [] for a in axes}
+    arms: dict[tuple[Any, ...], Arm] = {}
+    if stats.height and all(len(v) >= 2 for v in levels.values()):
+        for cell in itertools.product(*[(levels[a][0], levels[a][-1]) for a in axes]):
+            arm = _arms(stats, axes[-1], **dict(zip(axes[:-1], cell[:-1], strict=True))).get(cell[-1])
+            if arm is not None:
+                arms[cell] = arm
+    rows = []
+    for size in range(1, len(axes) + 1):
+        for subset in itertools.combinations(range(len(axes)), size):
+            name = (
+                f"{axes[subset[0]]} ({levels[axes[subset[0]]][0]}→{levels[axes[subset[0]]][-1]})"
+                if size == 1 and len(levels[axes[subset[0]]]) >= 2
+                else " × ".join(axes[i] for i in subset)
+            )
+            kind = "main" if size == 1 else f"{size}-way"
+            cells = list(itertools.product((0, 1), repeat=len(axes)))
+            keys = [tuple((levels[a][0], levels[a][-1])[c[i]] for i, a in enumerate(axes)) for c in cells]
+            if len(arms) != len(cells) or any(arms[k].value is None for k in keys):
+                rows.append({"effect": name, "kind": kind, "estimate": None, "± 95 %": None, "verdict": "–"})
+                continue
+            weights = [math.prod(2 * c[i] - 1 for i in subset) / 2 ** (len(axes) - 1) for c in cells]
+            cell_arms = [arms[k] for k in keys]
+            estimate = sum(w * (a.value or 0.0) for w, a in zip(weights, cell_arms, strict=True))
+            interval = contrast_interval(cell_arms, weights)
+            if interval is None:
+                decided = "unknown"
+            elif abs(estimate) > interval:
+                decided = "effect" if size == 1 else "interaction"
+            else:
+                decided = "none"
+            rows.append(
+                {"effect": name, "kind": kind, "estimate": estimate, "± 95 %": interval, "verdict": decided}
+            )
+    return pl.DataFrame(rows, schema=EFFECT_SCHEMA)
+
+
 def interactions(
     results: pl.DataFrame,
     scale: str = "tiny",
@@ -1535,18 +1850,24 @@ def interactions(
     tolerance: float = 0.01,
     stable_tolerance: float = 0.05,
 ) -> Finding:
-    """Build the factorial view: final pass over two axes varied together, and each effect per level.
+    """Build the factorial view: final pass over two or three axes varied together, its effects and intervals.
 
-    The paper measures each axis alone; here the effect of the second axis (its last value minus its first)
-    is computed at every level of the first, and checked against the paper's direction for that axis where
-    the paper states one (more tool failures lower success; CURRICULUM above SUM).
+    ``tables["effects"]`` holds the main effects and interactions with their 95 % intervals
+    (:func:`factorial_effects`); the verdict names every interaction whose interval excludes 0.
+    ``tables["rates"]`` gives each cell's held-out rates with bootstrap intervals (:func:`rate_intervals`;
+    empty without per-query outcomes). The paper
+    measures each axis alone, so the paper-direction comparisons check each axis the paper states a direction
+    for (more tool failures lower success; CURRICULUM above SUM for the 1.5B model) at every level of the
+    other axes. The chart data has one row per cell; with three axes its second column joins the last two
+    (``reward × tool_failure_rate``), so the table still draws as one heatmap.
     """
     mine_rows = ours(results, "interactions", scale)
     if axes is None:
-        axes = _varied_axes(mine_rows)[:2]
+        axes = _varied_axes(mine_rows)[:3]
+    axes = list(dict.fromkeys(axes))
+    by = list(dict.fromkeys(["model", *axes]))
     if len(axes) < 2 or mine_rows.height == 0:
         empty = pl.DataFrame(schema={"x": pl.String, "y": pl.String, "value": pl.Float64})
-        by = ["model", *axes]
         finding = Finding(
             key="interactions",
             title=FINDING_TITLES["interactions"],
@@ -1558,52 +1879,18 @@ def interactions(
             if mine_rows.height == 0
             else f"Our interaction runs vary fewer than two axes ({', '.join(axes) or 'none'}), so there "
             "is no factorial view to compare.",
+            tables={"effects": pl.DataFrame(schema=EFFECT_SCHEMA), "rates": rate_intervals(mine_rows, by)},
         )
         return _finish(finding, arm_stats(mine_rows, by), mine_rows, by)
-    first, second = axes
-    grid = aggregate(mine_rows, ["model", first, second])
-    stats = arm_stats(mine_rows, ["model", first, second])
-    chart = grid.select(
-        pl.col(first).cast(pl.String).alias(first),
-        pl.col(second).cast(pl.String).alias(second),
-        "value",
-        "sd",
-        "n",
-    )
-    levels_2 = sorted(set(grid[second].to_list()), key=_sort_key)
-    effects = []
-    comparisons = []
-    for level in sorted(set(grid[first].to_list()), key=_sort_key):
-        sub = _values(grid.filter(pl.col(first) == level), second)
-        lo, hi = levels_2[0], levels_2[-1]
-        effect = sub[hi] - sub[lo] if lo in sub and hi in sub else None
-        effects.append({first: str(level), f"effect of {second} {lo}→{hi}": effect})
-        expect, statement = _paper_direction(second, lo, hi)
-        arms = _arms(stats, second, **{first: level})
-        if expect is not None:
-            comparisons.append(
-                Comparison(
-                    label=f"{second} {hi} vs {lo} at {first}={level}",
-                    metric=FINAL,
-                    expect=expect,
-                    paper=statement,
-                    our_diff=effect,
-                    ours=f"{_pct(sub.get(hi))} vs {_pct(sub.get(lo))}",
-                    tolerance=tolerance,
-                    stable_tolerance=stable_tolerance,
-                    arms=_arm_pair(effect, arms.get(hi), arms.get(lo)),
-                )
-            )
-    effects_frame = pl.DataFrame(effects)
-    values = [e for e in effects_frame[effects_frame.columns[1]].to_list() if e is not None]
-    spread = max(values) - min(values) if len(values) >= 2 else None
-    head = verdict(comparisons, have_runs=True, scope=f"{first} × {second}")
-    interaction = (
-        f" The effect of {second} varies by {100 * spread:.1f} pts across {first} levels"
-        f" ({'an interaction' if spread > tolerance else 'no interaction beyond the tolerance'})."
-        if spread is not None
-        else ""
-    )
+    grid = aggregate(mine_rows, axes)
+    stats = arm_stats(mine_rows, axes)
+    cells = [pl.col(a).cast(pl.String).alias(a) for a in axes]
+    joined = " × ".join(axes[1:])
+    columns = [] if len(axes) == 2 else [pl.concat_str(cells[1:], separator=" · ").alias(joined)]
+    chart = grid.select(cells[0], *columns, *cells[1:], "value", "sd", "n")
+    effects = factorial_effects(stats, axes)
+    comparisons = _factorial_comparisons(stats, axes, tolerance, stable_tolerance)
+    head = verdict(comparisons, have_runs=True, scope=" × ".join(axes))
     finding = Finding(
         key="interactions",
         title=FINDING_TITLES["interactions"],
@@ -1611,11 +1898,82 @@ def interactions(
         table=chart.rename({"value": "final_pass"}),
         comparisons=comparisons,
         runs=_run_count(mine_rows),
-        verdict=head + interaction,
-        tables={"effects": effects_frame},
+        verdict=f"{head} {_effects_sentence(effects)}",
+        tables={"effects": effects, "rates": rate_intervals(mine_rows, axes)},
         notes=["The paper varies one axis at a time; the interaction itself has no paper reference."],
     )
-    return _finish(finding, stats, mine_rows, ["model", first, second])
+    return _finish(finding, stats, mine_rows, axes)
+
+
+def effect_chart_rows(effects: pl.DataFrame) -> pl.DataFrame:
+    """Return the effects table as rows for :func:`star_lib.viz.charts.paper_vs_ours` (``sd`` = the ± 95 %).
+
+    One bar per estimated effect (``x``), its 95 % half-width as the error bar and its verdict as the note.
+    """
+    known = effects.filter(pl.col("estimate").is_not_null())
+    return known.select(
+        pl.lit("ours").alias("source"),
+        pl.col("effect").alias("x"),
+        pl.col("estimate").alias("value"),
+        pl.col("± 95 %").alias("sd"),
+        pl.col("verdict").alias("note"),
+    )
+
+
+def _factorial_comparisons(
+    stats: pl.DataFrame, axes: Sequence[str], tolerance: float, stable_tolerance: float
+) -> list[Comparison]:
+    """Each axis the paper states a direction for, high vs low level, at every level of the other axes."""
+    out = []
+    for axis in axes:
+        levels = sorted(set(stats[axis].to_list()), key=_sort_key) if stats.height else []
+        if len(levels) < 2:
+            continue
+        lo, hi = levels[0], levels[-1]
+        expect, statement = _paper_direction(axis, lo, hi)
+        if expect is None:
+            continue
+        others = [a for a in axes if a != axis]
+        for fixed in itertools.product(*[sorted(set(stats[a].to_list()), key=_sort_key) for a in others]):
+            where = dict(zip(others, fixed, strict=True))
+            arms = _arms(stats, axis, **where)
+            a, b = arms.get(hi), arms.get(lo)
+            diff = None if a is None or b is None or a.value is None or b.value is None else a.value - b.value
+            at = ", ".join(f"{k}={v}" for k, v in where.items())
+            out.append(
+                Comparison(
+                    label=f"{axis} {hi} vs {lo} at {at}",
+                    metric=FINAL,
+                    expect=expect,
+                    paper=statement,
+                    our_diff=diff,
+                    ours=f"{_pct(a.value if a else None)} vs {_pct(b.value if b else None)}",
+                    tolerance=tolerance,
+                    stable_tolerance=stable_tolerance,
+                    arms=_arm_pair(diff, a, b),
+                )
+            )
+    return out
+
+
+def _effects_sentence(effects: pl.DataFrame) -> str:
+    """Say which interactions exceed their 95 % interval (the effects table's verdicts)."""
+    terms = effects.filter(pl.col("kind") != "main")
+    known = terms.filter(pl.col("estimate").is_not_null())
+    if known.height == 0:
+        return "The interactions cannot be estimated: a cell of the factorial has no runs."
+
+    def said(row: dict[str, Any]) -> str:
+        spread = f" ± {100 * row['± 95 %']:.1f}" if row["± 95 %"] is not None else ""
+        return f"{row['effect']} {100 * row['estimate']:+.1f}{spread} pts"
+
+    found = [said(r) for r in known.iter_rows(named=True) if r["verdict"] == "interaction"]
+    if found:
+        return f"Interactions beyond their 95 % interval: {'; '.join(found)}."
+    largest = max(known.iter_rows(named=True), key=lambda r: abs(r["estimate"]))
+    if all(v == "unknown" for v in known["verdict"].to_list()):
+        return f"The interactions have no interval (no episode counts); the largest is {said(largest)}."
+    return f"No interaction exceeds its 95 % interval (the largest: {said(largest)})."
 
 
 def _sort_key(value: Any) -> tuple[int, Any]:

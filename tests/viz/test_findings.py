@@ -168,10 +168,24 @@ def test_findings_interactions_reports_each_effect_and_the_interaction():
         )
     )
     finding = findings.interactions(rows, "tiny")
-    effects = dict(finding.tables["effects"].iter_rows())
-    assert effects["sum"] == pytest.approx(-0.3) and effects["curriculum"] == pytest.approx(-0.1)
-    assert [c.outcome for c in finding.comparisons] == ["agrees", "agrees"]
-    assert "varies by 20.0 pts" in finding.verdict and "an interaction" in finding.verdict
+    effects = {r["effect"]: r for r in finding.tables["effects"].iter_rows(named=True)}
+    assert list(effects) == [
+        "reward (sum→curriculum)",
+        "tool_failure_rate (0.0→0.1)",
+        "reward × tool_failure_rate",
+    ]
+    assert effects["reward (sum→curriculum)"]["estimate"] == pytest.approx(0.1)  # ±1 contrasts of the cells
+    assert effects["tool_failure_rate (0.0→0.1)"]["estimate"] == pytest.approx(-0.2)
+    assert effects["reward × tool_failure_rate"]["estimate"] == pytest.approx(0.1)  # (-0.1 - -0.3) / 2
+    assert {r["verdict"] for r in effects.values()} == {"unknown"}  # one run, no episode count: no interval
+    outcomes = {c.label: c.outcome for c in finding.comparisons}
+    assert outcomes == {
+        "reward curriculum vs sum at tool_failure_rate=0.0": "flat",
+        "reward curriculum vs sum at tool_failure_rate=0.1": "agrees",
+        "tool_failure_rate 0.1 vs 0.0 at reward=sum": "agrees",
+        "tool_failure_rate 0.1 vs 0.0 at reward=curriculum": "agrees",
+    }
+    assert "the largest is reward × tool_failure_rate +10.0 pts" in finding.verdict
 
 
 def test_findings_comparison_similar_uses_the_stable_tolerance():
