@@ -14,6 +14,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--grid", default="adhoc", help="grid folder to file the run under (default: adhoc)")
     run.add_argument("--cache", default=None, help="stage cache (default: <runs>/_stages)")
     run.add_argument("--force", action="store_true", help="rerun even when the run is already complete")
+    run.add_argument(
+        "--publish",
+        default=None,
+        metavar="DIR",
+        help="then copy the run's held-out results (no weights) to DIR/<grid>/<run>/, e.g. reports/real-tiny",
+    )
     run.set_defaults(func=_run)
 
     run_grid = sub.add_parser(
@@ -115,6 +121,10 @@ def _run(args: argparse.Namespace) -> int:
         f"{result.status}: {run_dir} ({len(result.stages)} stages, {reused} reused, {result.wall_s:.1f} s, "
         f"{result.gpu_hours:.3f} GPU-h)"
     )
+    if args.publish:
+        from star_lib.experiments.results import publish_run
+
+        print(f"published: {publish_run(run_dir, args.publish)}")
     return 0
 
 

@@ -497,6 +497,48 @@ PAPER_POINTS: tuple[tuple[str, str], ...] = (
 """The paper's RL results (model, reward) shown beside ours; the SFT-only and prompted baselines are added."""
 
 
+REAL_PUBLISHED = Path(__file__).resolve().parents[2] / "reports" / "real-tiny"
+"""The published ``real-tiny`` run (``star run configs/real-tiny.yaml --publish reports/real-tiny``):
+notebook 08 shows it when the results folder holds no run of its own."""
+PUBLISHED_FILES: tuple[str, ...] = ("run.json", "config.yaml", "metrics.parquet", "eval.parquet")
+"""The files of a run folder :func:`publish_run` copies as they are (no weights, no checkpoints)."""
+
+
+def publish_run(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path:
+    """Copy a finished run's held-out results (no weights) to ``<out_dir>/<grid>/<run>/``; return that folder.
+
+    Besides the run's record, config, metrics and result-model episodes (:data:`PUBLISHED_FILES`) it writes
+    the eval stage's table of every evaluated model (``eval_models.parquet``, read from the stage cache) and
+    the evaluation episodes' transcripts (``rollouts.parquet``, stage ``eval`` only), so
+    :func:`find_real_run` and :func:`real_run_episodes` read the published folder like the run itself.
+
+    Raises:
+        FileNotFoundError: The run has not finished (no ``metrics.parquet`` or its status is not done).
+
+    """
+    import shutil
+
+    from star_lib.io import write_parquet_atomic
+
+    run = Path(run_dir)
+    if (read_run_record(run) or {}).get("status") != "done" or not (run / "metrics.parquet").is_file():
+        raise FileNotFoundError(f"{run} is not a finished run (star status shows where it stands)")
+    out = Path(out_dir) / run.parent.name / run.name
+    out.mkdir(parents=True, exist_ok=True)
+    for name in PUBLISHED_FILES:
+        if (run / name).is_file():
+            shutil.copyfile(run / name, out / name)
+    stage = _eval_stage_folder(run)
+    if stage is not None and (stage / "eval_models.parquet").is_file():
+        shutil.copyfile(stage / "eval_models.parquet", out / "eval_models.parquet")
+    if (run / "rollouts.parquet").is_file():
+        rollouts = pl.read_parquet(run / "rollouts.parquet")
+        if "stage" in rollouts.columns:
+            rollouts = rollouts.filter(pl.col("stage") == "eval")
+        write_parquet_atomic(out / "rollouts.parquet", rollouts)
+    return out
+
+
 def find_real_run(root: str | os.PathLike[str] = "runs", name: str = REAL_RUN) -> Path | None:
     """Return the newest finished run of the ``real-tiny`` config under a runs folder (None: there is none).
 
@@ -527,7 +569,8 @@ def real_run_episodes(run_dir: str | os.PathLike[str]) -> pl.DataFrame:
     """
     run = Path(run_dir)
     stage = _eval_stage_folder(run)
-    for path in (stage / "eval_models.parquet" if stage else None, run / "eval.parquet"):
+    published = run / "eval_models.parquet"  # a published run (publish_run) carries it in the run folder
+    for path in (stage / "eval_models.parquet" if stage else None, published, run / "eval.parquet"):
         if path is not None and path.is_file():
             frame = pl.read_parquet(path)
             return frame if "model" in frame.columns else frame.with_columns(pl.lit("rl").alias("model"))

@@ -357,6 +357,26 @@ def test_find_real_run_prefers_a_finished_full_run(expert_eval, tmp_path):
     assert database == (REPO.parent / "shared/data/travelplanner/database").resolve()  # not in the config
 
 
+def test_a_published_run_is_read_like_the_run_and_holds_no_weights(expert_eval, tmp_path):
+    from star_lib.experiments.results import find_real_run, publish_run, real_run_episodes
+
+    run = _fake_run(tmp_path / "runs", expert_eval)
+    teacher = pl.read_parquet(run / "rollouts.parquet").with_columns(pl.lit("teacher").alias("stage"))
+    rollouts = pl.concat([pl.read_parquet(run / "rollouts.parquet"), teacher])
+    rollouts.write_parquet(run / "rollouts.parquet")
+    (run / "checkpoint.safetensors").write_bytes(b"weights")
+    out = publish_run(run, tmp_path / "published")
+    assert out == tmp_path / "published" / "adhoc" / "real-tiny"
+    assert find_real_run(tmp_path / "published") == out
+    assert not (out / "checkpoint.safetensors").exists()
+    episodes = real_run_episodes(out)  # the multi-model table travels with the published run
+    assert episodes["model"].unique().sort().to_list() == ["rl", "sft"]
+    assert pl.read_parquet(out / "rollouts.parquet")["stage"].unique().to_list() == ["eval"]
+    running = _fake_run(tmp_path / "r2", expert_eval, status="running")
+    with pytest.raises(FileNotFoundError, match="not a finished run"):
+        publish_run(running, tmp_path / "published2")
+
+
 def test_real_query_table_lists_all_levels_and_lengths_per_model(hand_table):
     from star_lib.experiments.results import paper_final_pass, real_query_table
 
