@@ -104,6 +104,11 @@ class SFTRunConfig:
     """Extra ``trl.SFTConfig`` fields (e.g. ``{"weight_decay": 0.01}``), applied last."""
     progress: bool = True
     """Show TRL's progress bar."""
+    labelled_logits_only: bool = False
+    """Score the LM head only at the positions that have a label (the assistant tokens; see
+    :func:`add_labelled_lm_head`). TRL's fused head scores every position on CPU (its compact path is
+    Triton-only), and with a large vocabulary the head dominates a step; this gives the same loss, gradients,
+    ``entropy`` and ``mean_token_accuracy`` for the labelled fraction of its cost. Off: TRL's forward."""
 
     def __post_init__(self) -> None:
         if self.preset not in PRESETS:
@@ -407,7 +412,7 @@ def make_sft_trainer(cfg: SFTRunConfig, model: Any, tokenizer: Any, rows: list[d
     from trl import SFTTrainer
 
     check_assistant_masking(tokenizer)
-    return SFTTrainer(
+    trainer = SFTTrainer(
         model=model,
         args=build_sft_config(cfg),
         train_dataset=Dataset.from_list(rows),
@@ -415,6 +420,92 @@ def make_sft_trainer(cfg: SFTRunConfig, model: Any, tokenizer: Any, rows: list[d
         processing_class=tokenizer,
         callbacks=list(callbacks),
     )
+    if cfg.labelled_logits_only:
+        add_labelled_lm_head(trainer.model)
+    return trainer
+
+
+_VOCAB_TILE = 32768
+"""Vocabulary columns per LM-head tile, as TRL's fused head (``_CHUNKED_LOGPROB_CHUNK_SIZE``)."""
+_FUSED_OUTPUTS = ("log_probs", "entropy", "is_top1")
+"""The per-token fields ``SFTTrainer`` asks its fused head for (the loss, ``entropy``,
+``mean_token_accuracy``)."""
+
+
+def add_labelled_lm_head(model: Any) -> None:
+    """Make ``model(..., fused_lm_head=True)`` score only the positions whose shifted label is not -100.
+
+    ``SFTTrainer`` patches the model's forward with TRL's fused LM head
+    (``trl.trainer.utils.add_fused_lm_head``): per-token log-probabilities computed in tiles without the
+    ``(B, T, vocab)`` logits. On CUDA with Triton it projects only the labelled positions, elsewhere (our
+    CPUs) every position, then zeroes the unlabelled ones. This wraps that forward: the fused calls run the
+    model body, gather the labelled hidden states and give them to the same kernel
+    (``trl.kernels.ChunkedLogProbFunction``), then scatter the results back to ``(B, T-1)`` as TRL's compact
+    path does; the loss is TRL's (sum over labels / label count, or / ``num_items_in_batch`` when the trainer
+    passes it). A batch without labels yields a zero loss that still back-propagates. Calls without
+    ``fused_lm_head`` (generation, ``return_outputs``) go to TRL's forward unchanged.
+
+    Args:
+        model: the trainer's model, after ``SFTTrainer`` patched it.
+
+    Raises:
+        ValueError: the model's logits are scaled or softcapped, or it is a mixture of experts (the
+            configuration should turn ``labelled_logits_only`` off).
+
+    """
+    import functools
+    import types
+
+    from trl.kernels import ChunkedLogProbFunction
+    from trl.trainer.utils import FusedCausalLMOutput
+
+    from star_lib.train.warmup import check_plain_head
+
+    check_plain_head(model, "sft.labelled_logits_only")
+    fused_forward = model.forward  # TRL's patched forward (a bound method)
+
+    @functools.wraps(type(model).forward)  # generate() validates its kwargs against this signature
+    def _labelled_forward(
+        self, *args, fused_lm_head=False, labels=None, shift_labels=None, num_items_in_batch=None, **kwargs
+    ):
+        if not fused_lm_head:
+            return fused_forward(
+                *args,
+                labels=labels,
+                shift_labels=shift_labels,
+                num_items_in_batch=num_items_in_batch,
+                **kwargs,
+            )
+        kwargs["use_cache"] = False
+        hidden = self.base_model(*args, **kwargs).last_hidden_state  # (B, T, H)
+        if shift_labels is None:
+            hidden, labels = hidden[:, :-1], labels[:, 1:]  # position t predicts token t+1
+        else:  # pre-shifted labels (context/sequence parallelism)
+            labels = shift_labels
+        head = self.get_output_embeddings()
+        hidden, labels = hidden.to(head.weight.device), labels.to(head.weight.device)
+        mask = labels != -100  # (B, T-1)
+        per_token = ChunkedLogProbFunction.apply(
+            hidden[mask], head.weight, head.bias, labels[mask], 1.0, _VOCAB_TILE, None, 1.0, _FUSED_OUTPUTS
+        )
+        # masked_scatter keeps an all-unlabelled batch connected to the model (a differentiable zero)
+        log_probs, entropy, log_sum_sq_probs, mean_logits, is_top1 = (
+            None if x is None else x.new_zeros(mask.shape).masked_scatter(mask, x) for x in per_token
+        )
+        denominator = mask.sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch
+        return FusedCausalLMOutput(
+            loss=-log_probs.sum() / denominator,
+            log_probs=log_probs,
+            entropy=entropy,
+            log_sum_sq_probs=log_sum_sq_probs,
+            mean_logits=mean_logits,
+            is_top1=is_top1,
+            label_mask=mask,
+            aux_loss=None,
+        )
+
+    _labelled_forward.labelled_logits_only = True  # marks the patch (wraps copied the model's name)
+    model.forward = types.MethodType(_labelled_forward, model)
 
 
 def _resume_point(cfg: SFTRunConfig) -> Path | None:

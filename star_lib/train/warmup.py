@@ -55,6 +55,10 @@ class CopyWarmupConfig:
     """Record the mean loss every this many steps."""
     seed: int = 0
     """Seed of the token lists."""
+    labelled_logits_only: bool = False
+    """Apply the LM head only at the positions that have a label (the copied half; :func:`labelled_lm_loss`)
+    instead of the model's full ``(B, T, vocab)`` logits: the same loss for a fraction of the head's time and
+    memory, which dominate with a large vocabulary (the 18.4 k real-entity one). Off: the model's own loss."""
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1 or self.log_every < 1:
@@ -102,6 +106,59 @@ def copy_pool(tokenizer: PreTrainedTokenizerBase, pool: str = "content") -> list
         return content_token_ids(tokenizer)
     special = set(tokenizer.all_special_ids)
     return sorted(i for i in tokenizer.get_vocab().values() if i not in special)
+
+
+_SCALED_HEAD_FIELDS = (
+    "final_logit_softcapping",
+    "logit_scale",
+    "output_multiplier",
+    "lm_head_multiplier",
+    "logits_scaling",
+)
+"""Config fields of models whose logits are not the plain LM-head projection."""
+
+
+def check_plain_head(model: PreTrainedModel, option: str = "labelled_logits_only") -> None:
+    """Refuse ``option`` for a model whose logits are not ``lm_head(hidden)`` (softcapped, scaled or MoE).
+
+    Raises:
+        ValueError: naming the option and the model config field that prevents it.
+
+    """
+    text_config = model.config.get_text_config()
+    for name in (*_SCALED_HEAD_FIELDS, "output_router_logits"):
+        if getattr(text_config, name, None) not in (None, False):
+            raise ValueError(
+                f"{option} needs a model whose logits are the plain LM-head projection, but its config sets "
+                f"{name}={getattr(text_config, name)!r}; set {option}: false"
+            )
+
+
+def labelled_lm_loss(model: PreTrainedModel, batch: dict[str, Any]) -> Any:
+    """Return the causal-LM loss of ``batch``, the LM head applied only where the shifted label is not -100.
+
+    Equals ``model(**batch).loss`` (mean cross-entropy over the labelled tokens, logits in fp32 as
+    transformers' ``ForCausalLMLoss``) without the ``(B, T, vocab)`` logits: the model body runs to its last
+    hidden states, then the head projects the labelled positions only. A batch without any label gives a
+    zero loss that is still part of the graph (``backward()`` works, every gradient 0) where the full loss is
+    nan.
+
+    Args:
+        model: a causal LM whose logits are ``model.get_output_embeddings()(hidden)`` (see
+            :func:`check_plain_head`) and whose body is ``model.base_model``.
+        batch: ``input_ids``, ``labels`` (B, T) and optionally ``attention_mask``.
+
+    """
+    import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
+
+    body = {k: v for k, v in batch.items() if k != "labels"}
+    hidden = model.base_model(**body, use_cache=False).last_hidden_state[:, :-1]  # (B, T-1, H)
+    labels = batch["labels"][:, 1:].to(hidden.device)  # (B, T-1): position t predicts token t+1
+    mask = labels != -100
+    logits = model.get_output_embeddings()(hidden[mask]).float()  # (N, V), N labelled positions
+    if logits.shape[0] == 0:
+        return logits.sum()  # 0, connected to the graph
+    return F.cross_entropy(logits, labels[mask])
 
 
 def copy_batch(
@@ -158,13 +215,17 @@ def copy_warmup(
         metrics: when given, each logged mean loss goes there as stage ``warmup`` (``train/loss``).
 
     The learning rate warms up linearly over ``warmup_steps``, then decays by a cosine to
-    ``min_lr_rate × learning_rate`` at ``steps``; the copied tokens come from ``cfg.pool``.
+    ``min_lr_rate × learning_rate`` at ``steps``; the copied tokens come from ``cfg.pool``. With
+    ``cfg.labelled_logits_only`` the loss is :func:`labelled_lm_loss` (the same value, the head applied to the
+    copied positions only).
 
     """
     import torch
     from transformers.optimization import get_cosine_with_min_lr_schedule_with_warmup
 
     cfg = cfg or CopyWarmupConfig()
+    if cfg.labelled_logits_only:
+        check_plain_head(model, "copy_warmup.labelled_logits_only")
     generator = torch.Generator().manual_seed(cfg.seed)
     pool = torch.tensor(copy_pool(tokenizer, cfg.pool))
     device = next(model.parameters()).device
@@ -177,7 +238,7 @@ def copy_warmup(
     for step in range(1, cfg.steps + 1):
         batch = {k: v.to(device) for k, v in copy_batch(tokenizer, pool, cfg, generator).items()}
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-            loss = model(**batch).loss
+            loss = labelled_lm_loss(model, batch) if cfg.labelled_logits_only else model(**batch).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
