@@ -223,6 +223,9 @@ class SynthStageConfig:
     """Per-query worlds only: held-out tasks, from worlds no training task comes from."""
     test_per_world: int = 2
     """Per-query worlds only: held-out tasks per evaluation world."""
+    test_mix: str | None = field(default=None, metadata={"key": "when-set"})
+    """Per-query worlds only: difficulty mix of the held-out tasks (None: ``base_mix``). The tiny study's
+    difficulty grid scores its arms on ``4:3:3`` tasks while the SFT data stays easy."""
     options: dict[str, Any] = field(default_factory=dict)
     """Other ``star_lib.synth.SynthConfig`` fields (e.g. ``splits``, ``tie_break``, ``days_choices``)."""
     test_queries: str | None = None
@@ -240,6 +243,8 @@ class SynthStageConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         parse_difficulty(self.base_mix)
+        if self.test_mix is not None:
+            parse_difficulty(self.test_mix)
         if self.test_queries is not None and not str(self.test_queries).strip():
             raise ValueError("test_queries is empty: name a query file or leave it out")
 
@@ -269,6 +274,11 @@ def run_synth(cfg: SynthStageConfig, inputs: Mapping[str, Path], out: Path) -> d
             raise ConfigError(
                 "synth.ood needs world.source synthetic-per-query: OOD tasks come from worlds no training "
                 "task comes from, and a single world has none"
+            )
+        if cfg.test_mix is not None:
+            raise ConfigError(
+                "synth.test_mix needs world.source synthetic-per-query: in a single world the test split "
+                "is drawn from the base pool, with base_mix"
             )
         options = {"mix": cfg.base_mix, "seed": cfg.data_seed, **cfg.options}
         base = synthesize(world, _synth_config(n=cfg.n_base, **options))
@@ -307,7 +317,8 @@ def _synth_per_world(cfg: SynthStageConfig, worlds: Any, rl_mix: str, out: Path)
         return synthesize_per_world(worlds, seeds, per_world, mix, cfg.options)[:n]
 
     base = tasks("train", cfg.n_base, cfg.per_world, cfg.base_mix)
-    held_out = tasks("eval", cfg.n_test, cfg.test_per_world, cfg.base_mix, spare=5)  # a few worlds fail
+    test_mix = cfg.base_mix if cfg.test_mix is None else cfg.test_mix
+    held_out = tasks("eval", cfg.n_test, cfg.test_per_world, test_mix, spare=5)  # a few worlds fail
     rl = tasks("rl", cfg.rl_data_size, cfg.per_world, rl_mix)
     for rel, records in (("base/train.jsonl", base), ("base/test.jsonl", held_out), ("rl/train.jsonl", rl)):
         write_jsonl_atomic(out / rel, [record_row(r) for r in records])

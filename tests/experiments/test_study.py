@@ -126,6 +126,29 @@ def test_bad_ood_settings_are_refused_when_the_config_loads(tmp_path, section, v
         load_config(path)
 
 
+def test_synth_test_mix_sets_the_held_out_levels_and_leaves_the_training_tasks_alone(tmp_path):
+    from star_lib.types import QueryRecord
+
+    plain = {k: v for k, v in TOY["synth"].items() if k != "ood"}
+    levels = {}
+    for name, synth in (("easy", plain), ("mixed", {**plain, "test_mix": "0:1:1"})):
+        cache = tmp_path / name / "_stages"
+        result = run_experiment(toy(name=name, synth=synth, stages=["world", "synth"]), tmp_path / name / "r",
+                                cache=cache)  # fmt: skip
+        assert result.status == "done", result.error
+        synth_dir = stage_dir(cache, "synth")
+        levels[name] = {
+            split: [QueryRecord.from_dict(r).level for r in jsonl(synth_dir / f"base/{split}.jsonl")]
+            for split in ("train", "test")
+        }
+    assert set(levels["easy"]["test"]) == {"easy"}
+    assert set(levels["mixed"]["test"]) == {"medium", "hard"} and len(levels["mixed"]["test"]) == 4
+    assert levels["mixed"]["train"] == levels["easy"]["train"] == ["easy"] * 8  # the SFT data is unchanged
+    single = toy(world={"source": "synthetic", "scale": "small"}, synth={"n_base": 60, "test_mix": "hard"})
+    with pytest.raises(ConfigError, match="synth.test_mix needs world.source synthetic-per-query"):
+        run_experiment(single, tmp_path / "g" / "single")
+
+
 def test_synth_ood_in_a_single_world_is_refused_naming_the_world_source(tmp_path):
     config = toy(world={"source": "synthetic", "scale": "small"}, synth={"n_base": 60, "ood": {"n": 2}})
     with pytest.raises(ConfigError, match="synth.ood needs world.source synthetic-per-query"):
