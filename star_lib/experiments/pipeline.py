@@ -32,7 +32,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -913,6 +913,16 @@ def _sft_config_type() -> type:
     return SFTRunConfig
 
 
+def _sft_key_facts(cfg: SFTStageConfig) -> dict[str, Any]:
+    """Return the shape of a from-scratch preset (``tiny-s`` …) for the key: a new shape is a new model."""
+    from star_lib.train.models import PRESETS
+
+    preset = PRESETS.get(cfg.model)
+    if preset is None or preset.architecture is None:
+        return {}  # a hub model: its name is its identity
+    return {"architecture": asdict(preset.architecture)}
+
+
 def run_sft_stage(cfg: SFTStageConfig, inputs: Mapping[str, Path], out: Path) -> dict[str, Any]:
     """Run SFT into ``out``, resuming from the newest checkpoint a preempted job left there.
 
@@ -1064,6 +1074,7 @@ def build_registry() -> Registry:
             options_type=_sft_config_type,
             options_fixed=("data", "output_dir", "preset", "resume_from_checkpoint"),
             options_required={"data": "-", "output_dir": "-"},
+            key_facts=_sft_key_facts,
         )
     )
     registry.add(

@@ -21,6 +21,7 @@ import contextlib
 import os
 import shutil
 import socket
+import subprocess
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from star_lib.experiments.artifacts import StageOutput, StageStore
-from star_lib.experiments.config import ConfigError, ExperimentConfig, save_config
+from star_lib.experiments.config import CONFIGS_DIR, ConfigError, ExperimentConfig, save_config
 from star_lib.experiments.pipeline import build_registry
 from star_lib.experiments.stages import Registry
 from star_lib.io import atomic_path, read_json, write_json_atomic, write_parquet_atomic
@@ -227,6 +228,26 @@ def _wait_for(store: StageStore, stage: str, key: str, poll_s: float = 5.0) -> S
     return found
 
 
+def git_commit_of(folder: str | os.PathLike[str] = ".") -> tuple[str, bool]:
+    """Return the commit checked out at ``folder`` ("unknown" outside git) and whether its code differs.
+
+    Code means ``star_lib`` and ``configs``: uncommitted changes there make the run's numbers untraceable.
+    """
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", str(folder), "status", "--porcelain", "--", "star_lib", "configs"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown", False
+    return head, bool(status.strip())
+
+
 def run_experiment(
     config: ExperimentConfig,
     run_dir: str | os.PathLike[str],
@@ -253,6 +274,7 @@ def run_experiment(
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, run_dir / "config.yaml")
     started = time.time()
+    commit, dirty = git_commit_of(CONFIGS_DIR.parent)  # the checkout whose code runs
     update_run_record(
         run_dir,
         name=config.name,
@@ -264,6 +286,8 @@ def run_experiment(
         host=socket.gethostname(),
         pid=os.getpid(),
         restarts=int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0),
+        commit=commit,
+        dirty=dirty,
     )
     stage_rows: list[dict[str, Any]] = []
 

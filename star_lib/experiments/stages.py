@@ -56,6 +56,9 @@ class Stage:
     """Fields of ``options_type`` the stage sets itself (paths, axes); the section may not set them."""
     options_required: Mapping[str, Any] = field(default_factory=dict)
     """Placeholders for required ``options_type`` fields, used only to validate the section at load time."""
+    key_facts: Callable[[Any], Mapping[str, Any]] | None = None
+    """Facts outside the resolved config that the output depends on (a model preset's architecture), added
+    to the content key: changing them must not reuse an output built without them."""
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -119,6 +122,8 @@ class Stage:
         for f in fields(config):
             if f.metadata.get("key") == "when-set" and values.get(f.name) == f.default:
                 values.pop(f.name)
+        if self.key_facts is not None:
+            values.update(self.key_facts(config))
         return values
 
 

@@ -31,6 +31,7 @@ from typing import Any
 from star_lib.experiments.artifacts import stable_hash
 from star_lib.experiments.config import CONFIGS_DIR, ConfigError, ExperimentConfig
 from star_lib.experiments.grids import Grid, load_grid
+from star_lib.experiments.runner import git_commit_of
 from star_lib.io import atomic_path, read_yaml
 
 STUDY_DIR = CONFIGS_DIR / "study"
@@ -344,23 +345,6 @@ def describe_estimates(estimates: Sequence[GridEstimate], budget_minutes: float,
 
 
 # ───────────────────────────── summaries ─────────────────────────────
-
-
-def git_commit_of(folder: str | os.PathLike[str] = ".") -> tuple[str, bool]:
-    """Return the commit checked out at ``folder`` and whether code or configs differ from it ("unknown")."""
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        status = subprocess.run(
-            ["git", "-C", str(folder), "status", "--porcelain", "--", "star_lib", "configs"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown", False
-    return head, bool(status.strip())
 
 
 def summary_path(out_dir: str | os.PathLike[str], grid: Grid, run: str) -> Path:

@@ -138,3 +138,21 @@ def test_pipeline_eval_resumes_past_a_progress_log_line_torn_by_a_kill(tmp_path)
     assert pl.concat(frames)["i"].to_list() == list(range(6))
     assert [e["start"] for e in log] == [0, 2, 4, 4]  # the torn line skipped, the redone chunk logged
     assert all(json.loads(line) for line in progress.read_text().splitlines()[-1:])
+
+
+def test_the_sft_key_holds_a_from_scratch_presets_shape_so_a_reshaped_model_is_retrained(monkeypatch):
+    from dataclasses import replace
+
+    from star_lib.experiments.pipeline import SFTStageConfig, build_registry
+    from star_lib.train import models
+
+    sft = build_registry().get("sft")
+    small = SFTStageConfig(model="tiny-s", protocol="compact")
+    before = sft.config_dict(small)
+    assert before["architecture"]["hidden_size"] == models.PRESETS["tiny-s"].architecture.hidden_size
+    wider = replace(models.PRESETS["tiny-s"], architecture=replace(models.PRESETS["tiny-s"].architecture,
+                                                                    hidden_size=192))  # fmt: skip
+    monkeypatch.setitem(models.PRESETS, "tiny-s", wider)
+    after = sft.config_dict(small)
+    assert after != before and after["architecture"]["hidden_size"] == 192
+    assert "architecture" not in sft.config_dict(SFTStageConfig(model="qwen2.5-1.5b"))  # a hub model: its name

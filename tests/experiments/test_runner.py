@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from star_lib.experiments.config import ConfigError, ExperimentConfig
+from star_lib.experiments.config import CONFIGS_DIR, ConfigError, ExperimentConfig
 from star_lib.experiments.grids import factorial
 from star_lib.experiments.results import load_results
 from star_lib.experiments.runner import read_run_record, run_experiment, run_grid_local
@@ -58,12 +58,15 @@ def test_runner_tiny_grid_gives_four_runs_and_rerun_reruns_nothing(tmp_path, tra
         ("sft/steps", 6.0),
     ]
     assert table.problems.height == 0
+    head = subprocess.run(["git", "-C", str(CONFIGS_DIR.parent), "rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout.strip() or "unknown"  # fmt: skip
     for run in grid.runs:
         run_dir = tmp_path / "runs" / "rewards" / run.name
         for name in ("config.yaml", "metrics.parquet", "rollouts.parquet", "eval.parquet", "run.json"):
             assert (run_dir / name).is_file(), name
         record = read_run_record(run_dir)
         assert record["status"] == "done" and record["wall_s"] > 0 and record["gpu_hours"] == 0.0
+        assert record["commit"] == head and isinstance(record["dirty"], bool)  # the code that made it
 
     # running it again reruns nothing
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()}
