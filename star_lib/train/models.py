@@ -243,7 +243,7 @@ TINY_SCALE: tuple[str, ...] = ("tiny-s", "tiny", "tiny-l")
 """The tiny study's model-size axis, smallest first: about 1.1 M, 1.7 M and 8 M parameters with the
 learning-signal tokenizer (~2.7 k tokens: 1,024 learned + protocol + ``tiny-entities`` whole words). Same
 tokenizer, recipe and training settings; only the shape differs (width and MLP; ``tiny-l`` one layer
-deeper). Most of ``tiny-s`` is its embedding."""
+deeper). About a third of ``tiny-s`` is its embedding."""
 
 PRESETS: dict[str, ModelPreset] = {
     "tiny-s": _tiny(
