@@ -5,7 +5,8 @@ Example::
     star study --scale tiny --dry-run          # the runs, and minutes per grid on 2 cores
     star study --scale tiny --commit           # run (resumably), committing each run's summary as it ends
     star study --scale tiny --only reward,noise --seeds 0,1,2
-    star study --config-of reward__sum_tiny-s__s0 > run.yaml && star run run.yaml --grid reward
+    star study --config-of reward__sum_tiny__s0 > run.yaml && star run run.yaml --grid reward
+    star study --only reward --verify          # do the finished runs under runs/ match the published ones?
 
 The grids are ``configs/study/<grid>.yaml`` in the order ``configs/study/study.yaml`` gives; runs go to
 ``<runs>/<grid>/<run>/`` with the stage cache in ``<runs>/_stages`` (a killed study continues where it
@@ -50,6 +51,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--no-report", action="store_true", help="do not run `star report` at the end")
     parser.add_argument("--reports", default="reports", help="folder `star report` writes (default: reports)")
     parser.add_argument("--config-of", default=None, metavar="RUN", help="print one run's experiment YAML")
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="compare each finished run under --runs with its published summary (held-out and OOD metrics, "
+        "per-query outcomes, RL curve; exactly); run nothing",
+    )
     parser.set_defaults(func=run_study_command)
 
 
@@ -67,6 +74,7 @@ def run_study_command(args: argparse.Namespace) -> int:
         estimate,
         read_study,
         run_study,
+        verify_study,
     )
 
     study = read_study(args.study or STUDY_FILE)
@@ -88,6 +96,8 @@ def run_study_command(args: argparse.Namespace) -> int:
         print(describe_estimates(estimate(grids, study.timing), study.grid_budget_minutes, seeds))
         return 0
     out = args.out or str(PROJECT_ROOT / PUBLISHED_DIR)
+    if args.verify:
+        return show_reproductions(verify_study(grids, args.runs, out), args.runs)
 
     def show(outcome: Any) -> None:
         extra = f"  {outcome.error}" if outcome.error else ("  committed" if outcome.committed else "")
@@ -104,6 +114,22 @@ def run_study_command(args: argparse.Namespace) -> int:
         if code:
             return code
     return 1 if failed else 0
+
+
+def show_reproductions(checks: list[Any], runs: str) -> int:
+    """Print each rerun's comparison with its published summary; 1 when any rerun differs."""
+    rerun = [c for c in checks if c.status != "not rerun"]
+    for check in rerun:
+        print(f"{check.status:12s} {check.run}")
+        for gap in check.gaps[:8]:
+            print(f"    {gap}")
+        if len(check.gaps) > 8:
+            print(f"    ... and {len(check.gaps) - 8} more columns")
+    counts = {s: sum(c.status == s for c in rerun) for s in ("reproduced", "differs", "other config")}
+    said = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    head = f"verify: {len(rerun)} of {len(checks)} runs are finished under {runs} and published"
+    print(head + (f": {said}" if said else ""))
+    return 1 if counts["differs"] else 0
 
 
 def measured_minutes(out: str, grids: list[str]) -> str:

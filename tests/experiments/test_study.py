@@ -267,6 +267,27 @@ def test_a_two_run_study_publishes_one_summary_per_run_and_a_rerun_reruns_nothin
     assert [p.stat().st_mtime_ns for p in paths] == stamps  # nothing rewritten
 
 
+def test_verify_finds_a_rerun_in_a_fresh_folder_reproduced_and_names_a_published_number_that_differs(
+    tmp_path, toy_study, capsys
+):
+    assert main(study_args(tmp_path, toy_study)) == 0
+    fresh = ["--runs", str(tmp_path / "rerun")]  # an empty runs folder and cache: every stage again
+    assert main([*study_args(tmp_path, toy_study), *fresh]) == 0
+    capsys.readouterr()
+    assert main([*study_args(tmp_path, toy_study), *fresh, "--verify"]) == 0
+    out = capsys.readouterr().out
+    assert "reproduced   rewards__sum__s0" in out and ": 2 reproduced" in out
+    path = tmp_path / "published" / "reward" / "rewards__sum__s0.parquet"
+    table = pl.read_parquet(path)
+    table.with_columns(pl.lit(0.25).alias("eval/final_pass")).write_parquet(path)
+    assert main([*study_args(tmp_path, toy_study), *fresh, "--verify"]) == 1
+    out = capsys.readouterr().out
+    assert "differs      rewards__sum__s0" in out and "eval/final_pass: 0.25 -> 1" in out
+    assert "1 reproduced, 1 differs" in out
+    assert main([*study_args(tmp_path, toy_study), "--runs", str(tmp_path / "none"), "--verify"]) == 0
+    assert "verify: 0 of 2 runs are finished" in capsys.readouterr().out
+
+
 def test_per_query_outcomes_follow_the_split_order_and_count_an_undelivered_plan_as_failed(tmp_path):
     from star_lib.experiments.results import held_out_outcomes, load_study
 
