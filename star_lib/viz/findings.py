@@ -26,9 +26,10 @@ the behaviour shifts behind a gain (:func:`behaviour_shifts`), which the verdict
 
 At ``tiny`` scale the model axis is the tiny study's three sizes (``tiny-s``, ``tiny``, ``tiny-l``:
 :data:`~star_lib.train.models.TINY_SCALE`), stand-ins by rank for the paper's 1.5B / 3B / 7B in the scale
-finding; comparisons over another axis are made against the paper's smallest model that reports them (named
-in each comparison). Where the user's results folder has no run of a finding, :func:`with_study` shows the
-published tiny study (``reports/tiny-study/``, :func:`~star_lib.experiments.results.load_study`) instead.
+finding; a comparison over another axis is made against the paper model a tiny size stands for, or the
+nearest one that reports it (:func:`paper_stand_in`, named in each comparison). Where the user's results
+folder has no run of a finding, :func:`with_study` shows the published tiny study
+(``reports/tiny-study/``, :func:`~star_lib.experiments.results.load_study`) instead.
 """
 
 from __future__ import annotations
@@ -782,6 +783,21 @@ def _values(rows: pl.DataFrame, key: str) -> dict[Any, float]:
     return {k: v for k, v in zip(rows[key].to_list(), rows["value"].to_list(), strict=True) if v is not None}
 
 
+def paper_stand_in(model: str, reported: Sequence[str]) -> str:
+    """Return the paper model of ``reported`` (smallest first) whose comparisons ``model`` is checked against.
+
+    A paper model is itself when reported. A tiny size stands for the paper size of the same rank
+    (``tiny-s`` ~ 1.5B, ``tiny`` ~ 3B, ``tiny-l`` ~ 7B), or the nearest reported one, the smaller on a tie:
+    with the paper reporting 1.5B and 7B only, ``tiny`` is checked against 1.5B and ``tiny-l`` against 7B,
+    so a scale-dependent finding is checked at both ends. Any other model gets the smallest reported one.
+    """
+    ranked = [m for m in reported if m in PAPER_MODELS]
+    if model in reported or model not in TINY_SCALE or not ranked:
+        return model if model in reported else reported[0]
+    rank = TINY_SCALE.index(model)
+    return min(ranked, key=lambda m: (abs(PAPER_MODELS.index(m) - rank), PAPER_MODELS.index(m)))
+
+
 def _models_in(rows: pl.DataFrame) -> list[str]:
     present = set(rows["model"].drop_nulls().to_list()) if rows.height else set()
     return [m for m in _MODEL_ORDER if m in present]
@@ -851,9 +867,9 @@ def categorical_comparisons(
 ) -> list[Comparison]:
     """Every pair of ``axis`` values the paper reports for one model, checked within each of our models.
 
-    Our model is compared with the same paper model when the paper reports it, else with the paper's
-    smallest model that reports a pair. ``stats`` (:func:`arm_stats` by model and ``axis``) gives each
-    comparison its arms, so it carries an interval and passes the evidence gate.
+    Our model is compared with the paper model it stands for (:func:`paper_stand_in`). ``stats``
+    (:func:`arm_stats` by model and ``axis``) gives each comparison its arms, so it carries an interval
+    and passes the evidence gate.
     """
     paper = paper.filter(pl.col("value").is_not_null() & pl.col(axis).is_not_null())
     by_model = {m: _values(paper.filter(pl.col("model") == m), axis) for m in _models_in(paper)}
@@ -862,7 +878,7 @@ def categorical_comparisons(
         return []
     out = []
     for our_model in _models_in(mine) or ["tiny"]:
-        ref = our_model if our_model in by_model else next(iter(by_model))
+        ref = paper_stand_in(our_model, list(by_model))
         p = by_model[ref]
         o = _values(mine.filter(pl.col("model") == our_model), axis) if mine.height else {}
         arms = _arms(stats, axis, our_model) if stats is not None else {}

@@ -97,6 +97,40 @@ def test_findings_scale_compares_model_sizes_only_at_paper_scale():
     assert comparison.label == "7B > 1.5B" and comparison.outcome == "agrees"
 
 
+def test_findings_algorithm_tiny_l_is_checked_against_7b_and_tiny_against_1p5b():
+    rows = results(
+        *(
+            {"finding": "algorithm", "algorithm": a, "model": m, "value": v}
+            for m, values in (("tiny", (0.2, 0.3, 0.31)), ("tiny-l", (0.6, 0.5, 0.5)))
+            for a, v in zip(("grpo", "dapo", "arpo"), values, strict=True)
+        )
+    )
+    finding = findings.algorithms(rows, "tiny")
+    by_model: dict[str, set[str]] = {}
+    for c in finding.comparisons:
+        by_model.setdefault(c.ours.split(":")[0], set()).add(c.paper.split(":")[0])
+    assert by_model == {"tiny": {"1.5B"}, "tiny-l": {"7B"}}
+    outcomes = {(c.ours.split(":")[0], c.label): c.outcome for c in finding.comparisons}
+    assert outcomes[("tiny", "dapo > grpo")] == "agrees"  # exploration pays at 1.5B ...
+    assert outcomes[("tiny-l", "grpo > dapo")] == "agrees"  # ... and not at 7B
+
+
+@pytest.mark.parametrize(
+    ("model", "reported", "expected"),
+    [
+        ("tiny-s", ["qwen2.5-1.5b", "qwen2.5-7b"], "qwen2.5-1.5b"),
+        ("tiny", ["qwen2.5-1.5b", "qwen2.5-7b"], "qwen2.5-1.5b"),
+        ("tiny", ["qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b"], "qwen2.5-3b"),
+        ("tiny-l", ["qwen2.5-1.5b", "qwen2.5-7b"], "qwen2.5-7b"),
+        ("tiny-l", ["qwen2.5-1.5b"], "qwen2.5-1.5b"),
+        ("qwen2.5-7b", ["qwen2.5-1.5b", "qwen2.5-7b"], "qwen2.5-7b"),
+        ("qwen2.5-3b", ["qwen2.5-1.5b", "qwen2.5-7b"], "qwen2.5-1.5b"),
+    ],
+)
+def test_paper_stand_in_maps_a_tiny_size_to_the_paper_size_of_its_rank(model, reported, expected):
+    assert findings.paper_stand_in(model, reported) == expected
+
+
 def test_findings_data_maps_paper_sizes_to_the_tiny_grid():
     rows = results(
         *(
