@@ -16,12 +16,15 @@ Building a stage (:meth:`StageStore.build`):
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
+import platform
 import shutil
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,6 +43,26 @@ def stable_hash(obj: Any, length: int = 20) -> str:
     """Hex SHA-256 of the canonical JSON form of ``obj`` (sorted keys), truncated to ``length``."""
     text = json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+
+
+def machine_facts() -> dict[str, str]:
+    """Return what a stage's numbers may depend on beyond its inputs: the CPU model and library versions.
+
+    A seeded training stage reruns to the same numbers on one machine, but another CPU's kernels may round
+    differently, so a stage record names the machine that produced it (torch only if already imported).
+    """
+    cpu, flags = platform.processor() or platform.machine(), set()
+    with contextlib.suppress(OSError):
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        info = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in lines if ":" in line)}
+        cpu, flags = info.get("model name", cpu), set(info.get("flags", "").split())
+    widest = next((f for f in ("amx_bf16", "avx512_bf16", "avx512f", "avx2") if f in flags), "")
+    facts = {"cpu": cpu + (f" ({widest})" if widest else ""), "python": platform.python_version()}
+    for name in ("torch", "transformers"):
+        module = sys.modules.get(name)
+        if module is not None:
+            facts[name] = str(getattr(module, "__version__", "?"))
+    return facts
 
 
 @dataclass(frozen=True)
@@ -145,6 +168,7 @@ class StageStore:
                 "stage": stage,
                 "key": key,
                 "host": socket.gethostname(),
+                "machine": machine_facts(),
                 "started": started,
                 "wall_s": before + time.time() - started,
                 "wall_s_before_resume": before,

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from star_lib.experiments.artifacts import StageOutput, StageStore
+from star_lib.experiments.artifacts import StageOutput, StageStore, machine_facts
 from star_lib.experiments.config import CONFIGS_DIR, ConfigError, ExperimentConfig, save_config
 from star_lib.experiments.pipeline import build_registry
 from star_lib.experiments.stages import Registry
@@ -284,6 +284,7 @@ def run_experiment(
         error=None,
         started=started,
         host=socket.gethostname(),
+        machine=machine_facts(),
         pid=os.getpid(),
         restarts=int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0),
         commit=commit,

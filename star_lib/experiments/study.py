@@ -54,6 +54,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "wall_s",
     "compute_s",
     "finished",
+    "cpu",
 )
 """Columns every summary row has (beside the axes, the metrics and the RL curve)."""
 HELD_OUT_PREFIXES: tuple[str, ...] = ("eval/", "ood/")
@@ -355,6 +356,9 @@ def summary_path(out_dir: str | os.PathLike[str], grid: Grid, run: str) -> Path:
 def run_summary(grid: Grid, config: ExperimentConfig, run_dir: Path, commit: tuple[str, bool]) -> Any:
     """Return a finished run's one-row summary (a polars frame): ids, axes, held-out metrics, costs, curve.
 
+    The commit is the one the run's ``run.json`` recorded when it started (``commit``, the checkout now,
+    only for runs older than that record).
+
     Beside the rates it lists the run's per-query outcomes on the held-out and OOD splits
     (:func:`star_lib.experiments.results.held_out_outcomes`: ``eval_query``, ``eval_final_pass``, …,
     ``ood_sum``), so intervals can be bootstrapped over queries as well as seeds; no trajectories.
@@ -390,12 +394,13 @@ def run_summary(grid: Grid, config: ExperimentConfig, run_dir: Path, commit: tup
         "run": config.name,
         "arm": config.name.split("__")[1] if config.name.count("__") >= 2 else config.name,
         "seed": config.seed,
-        "commit": commit[0],
-        "dirty": commit[1],
+        "commit": record.get("commit") or commit[0],  # the code that ran; `commit` for older runs
+        "dirty": bool(record.get("dirty", commit[1])) if record.get("commit") else commit[1],
         "config_hash": config.fingerprint(),
         "wall_s": float(record.get("wall_s") or 0.0),
         "compute_s": float(sum(s.get("wall_s", 0.0) for s in record.get("stages") or [])),
         "finished": float(record.get("finished") or time.time()),
+        "cpu": str((record.get("machine") or {}).get("cpu", "")),
         **{k: axes[k] for k in AXIS_SCHEMA},
         "config": json.dumps(config.to_dict(), sort_keys=True),
         "rl_steps": [int(s) for s in curve["step"].to_list()],

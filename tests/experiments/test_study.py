@@ -251,6 +251,7 @@ def test_a_two_run_study_publishes_one_summary_per_run_and_a_rerun_reruns_nothin
     row = table.filter(pl.col("run") == "rewards__sum__s0").row(0, named=True)
     assert row["finding"] == "reward" and row["seed"] == 0 and row["arm"] == "sum" and len(row["commit"]) >= 7
     assert row["wall_s"] > 0 and row["reward"] == "sum" and row["eval/final_pass"] == 1.0
+    assert row["cpu"]  # the machine that ran it: a rerun elsewhere may round differently
     config = ExperimentConfig.from_dict(json.loads(row["config"]))
     assert config.fingerprint() == row["config_hash"]  # the summary says how to rerun it exactly
     for split in ("eval", "ood"):  # per-query outcomes of the RL (here: the expert) model, for bootstraps
