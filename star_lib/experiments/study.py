@@ -54,9 +54,8 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "wall_s",
     "compute_s",
     "finished",
-    "cpu",
 )
-"""Columns every summary row has (beside the axes, the metrics and the RL curve)."""
+"""Columns every summary row has (beside the axes, the metrics and the RL curve; ``cpu`` since 6703336)."""
 HELD_OUT_PREFIXES: tuple[str, ...] = ("eval/", "ood/")
 """Metrics a summary keeps: the held-out and OOD scores (``cost/…`` too, and the RL curve)."""
 MIN_SEEDS = 3
