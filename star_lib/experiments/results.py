@@ -578,14 +578,18 @@ def real_run_episodes(run_dir: str | os.PathLike[str]) -> pl.DataFrame:
 
 
 def _eval_stage_folder(run: Path) -> Path | None:
-    """Return the cached output folder of a run's eval stage (it holds ``eval_models.parquet``)."""
+    """Return the cached output folder of a run's eval stage (it holds ``eval_models.parquet``).
+
+    The stage cache is the one ``run.json`` names (``star run --cache``), else the runs folder's default.
+    """
     from star_lib.experiments.runner import default_cache
 
     record = read_run_record(run) or {}
     key = next((s.get("key") for s in record.get("stages", []) if s.get("stage") == "eval"), None)
     if not key:
         return None
-    folder = default_cache(run) / "eval" / key
+    cache = Path(record["cache"]) if record.get("cache") else default_cache(run)
+    folder = cache / "eval" / key
     return folder if folder.is_dir() else None
 
 

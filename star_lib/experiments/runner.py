@@ -285,6 +285,7 @@ def run_experiment(
         started=started,
         host=socket.gethostname(),
         machine=machine_facts(),
+        cache=str(store.root.resolve()),
         pid=os.getpid(),
         restarts=int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0),
         commit=commit,

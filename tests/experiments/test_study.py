@@ -289,6 +289,17 @@ def test_verify_finds_a_rerun_in_a_fresh_folder_reproduced_and_names_a_published
     assert "verify: 0 of 2 runs are finished" in capsys.readouterr().out
 
 
+def test_a_run_with_its_own_stage_cache_still_lists_its_per_query_outcomes(tmp_path, toy_study):
+    from star_lib.experiments.results import load_study
+
+    elsewhere = tmp_path / "elsewhere"
+    assert main([*study_args(tmp_path, toy_study), "--cache", str(elsewhere)]) == 0
+    row = load_study(tmp_path / "published").filter(pl.col("run") == "rewards__sum__s0").row(0, named=True)
+    assert not (tmp_path / "runs" / "_stages").exists() and (elsewhere / "eval").is_dir()
+    for split in ("eval", "ood"):
+        assert len(row[f"{split}_query"]) == int(row[f"{split}/n"]) > 0
+
+
 def test_per_query_outcomes_follow_the_split_order_and_count_an_undelivered_plan_as_failed(tmp_path):
     from star_lib.experiments.results import held_out_outcomes, load_study
 
