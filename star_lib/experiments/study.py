@@ -385,6 +385,8 @@ def run_summary(grid: Grid, config: ExperimentConfig, run_dir: Path, commit: tup
             values[f"cost/{stage}_s"] = value
     curve = metrics.filter((pl.col("stage") == "rl") & (pl.col("metric") == "train/reward")).sort("step")
     outcomes = held_out_outcomes(run_dir)
+    # the code that ran, as run.json recorded it at the start; `commit` only for runs older than that record
+    ran_at = (record["commit"], bool(record.get("dirty"))) if record.get("commit") else commit
     axes = config.axes()
     axes["curriculum_boundaries"] = ",".join(f"{b:.4g}" for b in config.curriculum_boundaries)
     row: dict[str, Any] = {
@@ -393,8 +395,8 @@ def run_summary(grid: Grid, config: ExperimentConfig, run_dir: Path, commit: tup
         "run": config.name,
         "arm": config.name.split("__")[1] if config.name.count("__") >= 2 else config.name,
         "seed": config.seed,
-        "commit": record.get("commit") or commit[0],  # the code that ran; `commit` for older runs
-        "dirty": bool(record.get("dirty", commit[1])) if record.get("commit") else commit[1],
+        "commit": ran_at[0],
+        "dirty": ran_at[1],
         "config_hash": config.fingerprint(),
         "wall_s": float(record.get("wall_s") or 0.0),
         "compute_s": float(sum(s.get("wall_s", 0.0) for s in record.get("stages") or [])),

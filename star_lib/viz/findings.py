@@ -791,9 +791,11 @@ def paper_stand_in(model: str, reported: Sequence[str]) -> str:
     with the paper reporting 1.5B and 7B only, ``tiny`` is checked against 1.5B and ``tiny-l`` against 7B,
     so a scale-dependent finding is checked at both ends. Any other model gets the smallest reported one.
     """
+    if model in reported:
+        return model
     ranked = [m for m in reported if m in PAPER_MODELS]
-    if model in reported or model not in TINY_SCALE or not ranked:
-        return model if model in reported else reported[0]
+    if model not in TINY_SCALE or not ranked:
+        return reported[0]
     rank = TINY_SCALE.index(model)
     return min(ranked, key=lambda m: (abs(PAPER_MODELS.index(m) - rank), PAPER_MODELS.index(m)))
 
