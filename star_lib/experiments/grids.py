@@ -2,7 +2,7 @@
 
 Each finding exists at two scales: ``paper`` (the paper's models and data sizes, for GPUs/Slurm) and ``tiny``
 (the learning-signal recipe on CPU, ``configs/learning-signal.yaml``; the model axis collapses to ``tiny`` and
-data sizes shrink ten-fold, so a laptop runs the same code path).
+the data sizes are :data:`TINY_DATA_SIZES`, so a laptop runs the same code path).
 
 A grid can also be a YAML file::
 
@@ -240,9 +240,16 @@ def _models(scale: str, paper: Sequence[str]) -> list[str]:
     return list(paper) if scale == "paper" else ["tiny"]
 
 
+PAPER_DATA_SIZES: tuple[int, ...] = (100, 500, 1000, 2000)
+"""The paper's RL prompt counts (spec §9, data quantity)."""
+TINY_DATA_SIZES: tuple[int, ...] = (20, 80, 300, 600)
+"""Their tiny stand-ins, position for position (the tiny study's data grid, ``configs/study/data.yaml``): one
+tiny run draws 72 prompts (36 RL steps x 2 prompts), so the counts go from each prompt seen about 4 times
+to most prompts never seen."""
+
+
 def _data_sizes(scale: str) -> list[int]:
-    sizes = [100, 500, 1000, 2000]  # spec §9 data quantity
-    return sizes if scale == "paper" else [s // 10 for s in sizes]
+    return list(PAPER_DATA_SIZES if scale == "paper" else TINY_DATA_SIZES)
 
 
 FINDINGS: dict[str, str] = {

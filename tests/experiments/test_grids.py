@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from star_lib.experiments.config import ConfigError
@@ -48,8 +50,10 @@ def test_grids_tiny_scale_uses_the_tiny_model_only(finding):
     assert grid.name == f"{finding}-tiny"
 
 
-def test_grids_tiny_data_sizes_shrink_ten_fold():
-    assert [r.rl_data_size for r in finding_grid("data", "tiny").runs] == [10, 50, 100, 200]
+def test_grids_tiny_data_sizes_are_the_tiny_studys_so_the_finding_maps_every_paper_size_to_a_run():
+    study = load_grid(Path(__file__).parents[2] / "configs" / "study" / "data.yaml")
+    assert [r.rl_data_size for r in finding_grid("data", "tiny").runs] == [20, 80, 300, 600]
+    assert sorted({r.rl_data_size for r in study.runs}) == [20, 80, 300, 600]
 
 
 def test_grids_factorial_crosses_any_axes_and_seeds():
