@@ -135,16 +135,56 @@ def test_findings_data_maps_paper_sizes_to_the_tiny_grid():
     rows = results(
         *(
             {"finding": "data", "rl_data_size": n, "value": v}
-            for n, v in ((10, 0.2), (50, 0.3), (100, 0.5), (200, 0.51))
+            for n, v in ((20, 0.2), (80, 0.3), (300, 0.5), (600, 0.51))
         )
     )
     finding = findings.data_quantity(rows, "tiny")
     final = [c for c in finding.comparisons if c.metric == FINAL]
-    assert [c.label for c in final] == ["n=100 > n=10", "n=200 ≈ n=100"]
+    assert [c.label for c in final] == ["n=300 > n=20", "n=600 ≈ n=300"]  # paper: 1000 vs 100, 2000 vs 1000
     assert [c.outcome for c in final] == ["agrees", "agrees"]
     ood = [c for c in finding.comparisons if c.metric != FINAL]
-    assert [c.outcome for c in ood] == ["missing"]  # no qa-eval metrics in these runs
-    assert any("÷10" in note for note in finding.notes)
+    assert [(c.metric, c.outcome) for c in ood] == [("ood/cs_micro", "missing")]  # these runs have no OOD
+    assert any("100→20, 500→80, 1000→300, 2000→600" in note for note in finding.notes)
+
+
+def ood_runs(finding: str, axis: str, arms: dict[Any, list[float]]) -> pl.DataFrame:
+    """Runs with held-out final pass 0.4 and per-query OOD cs micro outcomes (200 queries, 3 seeds per arm)."""
+    rows = []
+    for value, rates in arms.items():
+        for seed, rate in enumerate(rates):
+            run = {"finding": finding, axis: value, "seed": seed, "run": f"{finding}__{value}__s{seed}"}
+            rows += [{**run, "value": 0.4}, {**run, "metric": "eval/n", "value": 200.0}]
+            rows += [{**run, "metric": "ood/cs_micro", "value": rate}, {**run, "metric": "ood/n", "value": 200.0}]
+            rows += [
+                {**run, "metric": f"query/ood/cs_micro/{q}", "value": rate + (0.02 if q % 2 else -0.02)}
+                for q in range(200)
+            ]
+    return results(*rows)
+
+
+def test_findings_ood_is_the_ood_splits_cs_micro_at_tiny_scale_with_its_own_interval():
+    far = findings.data_quantity(
+        ood_runs("data", "rl_data_size", {300: [0.30, 0.31, 0.29], 600: [0.10, 0.11, 0.09]}), "tiny"
+    )
+    [ood] = [c for c in far.comparisons if c.metric == "ood/cs_micro" and c.label == "n=300 > n=600"]
+    assert ood.outcome == "agrees"  # the paper: avg OOD EM 35.0 at 1000 > 32.2 at 2000
+    assert ood.our_diff == pytest.approx(0.2)
+    assert ood.arms and ood.arms[0].se is not None and ood.arms[0].se < 0.05
+    near = findings.data_quantity(
+        ood_runs("data", "rl_data_size", {300: [0.30, 0.31, 0.29], 600: [0.29, 0.30, 0.28]}), "tiny"
+    )
+    [ood] = [c for c in near.comparisons if c.metric == "ood/cs_micro" and c.label == "n=300 > n=600"]
+    assert ood.outcome == "flat"  # 1 point apart: inside the interval
+
+
+@pytest.mark.parametrize(("macro", "outcome"), [(0.3, "agrees"), (0.1, "opposite")])
+def test_findings_reward_checks_the_ood_tax_of_the_dense_reward(macro, outcome):
+    rows = ood_runs("reward", "reward", {"macro": [macro] * 3, "sum": [0.2] * 3})
+    finding = findings.reward_design(rows, "tiny")
+    [tax] = [c for c in finding.comparisons if c.metric == "ood/cs_micro"]
+    assert tax.label == "macro > sum (OOD)"
+    assert tax.outcome == outcome
+    assert findings.reward_design(reward_runs(0.5, 0.3), "tiny").comparisons[-1].metric == FINAL  # no OOD
 
 
 def test_findings_algorithm_tiny_is_checked_against_the_smallest_paper_model():
