@@ -1537,6 +1537,8 @@ def data_quantity(
         o = _values(mine, "rl_data_size")
         sizes = sorted(p)
         for a, b in itertools.pairwise(sizes):
+            if p[a] > p[b]:  # the paper's higher value first, so the context reads in the pair's order
+                a, b = b, a
             ea, eb = equivalent.get(a, a), equivalent.get(b, b)
             comparisons.append(
                 _pair(
