@@ -452,8 +452,12 @@ class Comparison:
         return f"{100 * self.our_diff:+.1f}{spread} pts"
 
     def describe(self) -> str:
-        """Describe the comparison as a clause of the verdict sentence, its outcome spelled out."""
-        paper = f"paper {self.paper}"
+        """Describe the comparison as a clause of the verdict sentence, its outcome spelled out.
+
+        The parentheses name our arms' model (``tiny-l; paper 7B: …``) when the comparison is one model's.
+        """
+        who = self.ours.split(":", 1)[0] if self.ours else ""
+        paper = f"{who}; paper {self.paper}" if who and who != "ours" else f"paper {self.paper}"
         outcome = self.outcome
         if outcome == "missing":
             return f"{self.label}: missing, not in our runs ({paper})"
@@ -1331,9 +1335,18 @@ def reward_design(
     mine = aggregate(mine_rows, ["model", "reward"])
     stats = arm_stats(mine_rows, ["model", "reward"])
     paper = paper_rows("reward")
-    comparisons = categorical_comparisons(
-        paper, mine, "reward", _REWARD_ORDER, FINAL, tolerance, stable_tolerance, stats
+    large = [m for m in _models_in(mine) if paper_stand_in(m, PAPER_MODELS) == PAPER_MODELS[-1]]
+    comparisons = categorical_comparisons(  # the paper's numbers compare rewards at 1.5B only
+        paper,
+        mine.filter(~pl.col("model").is_in(large)),
+        "reward",
+        _REWARD_ORDER,
+        FINAL,
+        tolerance,
+        stable_tolerance,
+        stats,
     )
+    comparisons += _reward_claims(mine, stats, large, tolerance, stable_tolerance)
     comparisons += _ood_tax(mine_rows, scale, tolerance, stable_tolerance)
     table = _reward_table(mine_rows)
     finding = Finding(
@@ -1348,6 +1361,44 @@ def reward_design(
         notes=_ood_notes(mine_rows, scale),
     )
     return _finish(finding, stats, mine_rows, ["model", "reward"])
+
+
+def _reward_claims(
+    mine: pl.DataFrame, stats: pl.DataFrame, large: Sequence[str], tolerance: float, stable_tolerance: float
+) -> list[Comparison]:
+    """Check finding 1's statements beyond the paper's numbers, per model of our runs.
+
+    A model standing for 7B (``large``) should gain from SUM rather than CURRICULUM; and for every model
+    SUCCESS should not be the best reward: it is checked against the model's best other reward of the
+    paper's (SUM, MACRO, CURRICULUM), when our runs have SUCCESS.
+    """
+    out = []
+    for model in _models_in(mine):
+        values = _values(mine.filter(pl.col("model") == model), "reward")
+        arms = _arms(stats, "reward", model)
+        pairs = []
+        if model in large:
+            pairs.append(("sum", "curriculum", "large models gain most from SUM, small ones from CURRICULUM"))
+        rivals = [r for r in ("sum", "macro", "curriculum") if r in values]
+        if "success" in values and rivals:
+            pairs.append((max(rivals, key=values.__getitem__), "success", "SUCCESS is never the best reward"))
+        for a, b, statement in pairs:
+            out.append(
+                _claim(
+                    f"{a} > {b}",
+                    "higher",
+                    statement,
+                    values.get(a),
+                    values.get(b),
+                    model_label(model),
+                    FINAL,
+                    tolerance,
+                    stable_tolerance,
+                    arms.get(a),
+                    arms.get(b),
+                )
+            )
+    return out
 
 
 def _ood_tax(

@@ -53,6 +53,25 @@ def test_findings_reward_direction_comes_from_the_data(curriculum, sum_, outcome
     assert finding.runs == 2
 
 
+def test_findings_reward_checks_sum_at_the_large_size_and_that_success_is_never_best():
+    rows = results(
+        *(
+            {"finding": "reward", "model": m, "reward": r, "value": v}
+            for m, values in (("tiny", (0.30, 0.40, 0.20)), ("tiny-l", (0.50, 0.45, 0.60)))
+            for r, v in zip(("sum", "curriculum", "success"), values, strict=True)
+        )
+    )
+    checked = {
+        (c.ours.split(":")[0], c.label): c.outcome for c in findings.reward_design(rows, "tiny").comparisons
+    }
+    assert checked == {
+        ("tiny", "curriculum > sum"): "agrees",  # the paper's 1.5B numbers, for the small model only
+        ("tiny", "curriculum > success"): "agrees",  # against the small model's best other reward
+        ("tiny-l", "sum > curriculum"): "agrees",  # 7B gains from SUM, not CURRICULUM
+        ("tiny-l", "sum > success"): "opposite",  # SUCCESS is tiny-l's best here
+    }
+
+
 def test_findings_missing_pair_is_not_counted():
     finding = findings.reward_design(results({"finding": "reward", "reward": "sum", "value": 0.4}), "tiny")
     assert [c.outcome for c in finding.comparisons] == ["missing"]
@@ -154,7 +173,10 @@ def ood_runs(finding: str, axis: str, arms: dict[Any, list[float]]) -> pl.DataFr
         for seed, rate in enumerate(rates):
             run = {"finding": finding, axis: value, "seed": seed, "run": f"{finding}__{value}__s{seed}"}
             rows += [{**run, "value": 0.4}, {**run, "metric": "eval/n", "value": 200.0}]
-            rows += [{**run, "metric": "ood/cs_micro", "value": rate}, {**run, "metric": "ood/n", "value": 200.0}]
+            rows += [
+                {**run, "metric": "ood/cs_micro", "value": rate},
+                {**run, "metric": "ood/n", "value": 200.0},
+            ]
             rows += [
                 {**run, "metric": f"query/ood/cs_micro/{q}", "value": rate + (0.02 if q % 2 else -0.02)}
                 for q in range(200)
