@@ -6,12 +6,16 @@ Example::
     star study --scale tiny --commit           # run (resumably), committing each run's summary as it ends
     star study --scale tiny --only reward,noise --seeds 0,1,2
     star study --config-of reward__sum_tiny__s0 > run.yaml && star run run.yaml --grid reward
-    star study --only reward --verify          # do the finished runs under runs/ match the published ones?
+    star study --only reward --rerun --runs /tmp/again   # rerun published runs from scratch, then:
+    star study --only reward --runs /tmp/again --verify  # do they match the published ones exactly?
 
 The grids are ``configs/study/<grid>.yaml`` in the order ``configs/study/study.yaml`` gives; runs go to
 ``<runs>/<grid>/<run>/`` with the stage cache in ``<runs>/_stages`` (a killed study continues where it
 stopped: finished runs are skipped, finished stages reused). Each finished run's summary is written to
-``reports/tiny-study/<finding>/<run>.parquet`` (no weights); ``--commit`` commits that one file.
+``reports/tiny-study/<finding>/<run>.parquet`` (no weights); ``--commit`` commits that one file. A run
+already published is not run again, even with no runs folder or cache left (``published``), and a run of
+the same config as a published one is published as its copy (``shared``); ``--rerun`` runs them all, e.g.
+into an empty ``--runs`` folder to check the published study with ``--verify``.
 """
 
 from __future__ import annotations
@@ -47,6 +51,11 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--commit", action="store_true", help="git commit each finished run's summary file (that file only)"
+    )
+    parser.add_argument(
+        "--rerun",
+        action="store_true",
+        help="run the runs already published too (into --runs; check them with --verify)",
     )
     parser.add_argument("--no-report", action="store_true", help="do not run `star report` at the end")
     parser.add_argument("--reports", default="reports", help="folder `star report` writes (default: reports)")
@@ -103,7 +112,9 @@ def run_study_command(args: argparse.Namespace) -> int:
         extra = f"  {outcome.error}" if outcome.error else ("  committed" if outcome.committed else "")
         print(f"{outcome.status:8s} {outcome.run}{extra}", flush=True)
 
-    results = run_study(grids, args.runs, out, cache=args.cache, commit=args.commit, on_run=show)
+    results = run_study(
+        grids, args.runs, out, cache=args.cache, commit=args.commit, rerun=args.rerun, on_run=show
+    )
     failed = [r for r in results if r.status == "failed"]
     print(f"study: {len(results) - len(failed)} of {len(results)} runs finished; summaries in {out}")
     print(measured_minutes(out, [g.name for g in grids]))

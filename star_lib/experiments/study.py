@@ -393,7 +393,7 @@ def run_summary(grid: Grid, config: ExperimentConfig, run_dir: Path, commit: tup
         "finding": grid.finding or grid.name,
         "grid": grid.name,
         "run": config.name,
-        "arm": config.name.split("__")[1] if config.name.count("__") >= 2 else config.name,
+        "arm": _arm(config.name),
         "seed": config.seed,
         "commit": ran_at[0],
         "dirty": ran_at[1],
@@ -498,7 +498,8 @@ class StudyRun:
     run: str
     """Run name."""
     status: str
-    """``done`` (ran now), ``skipped`` (finished before) or ``failed``."""
+    """``done`` (ran now), ``skipped`` (finished under the runs folder), ``published`` (its summary was
+    published before; not run), ``shared`` (published as a copy of the same config's run) or ``failed``."""
     summary: Path | None = None
     """The published summary (None when the run failed)."""
     committed: bool = False
@@ -514,34 +515,99 @@ def run_study(
     *,
     cache: str | os.PathLike[str] | None = None,
     commit: bool = False,
+    rerun: bool = False,
     on_run: Callable[[StudyRun], None] | None = None,
 ) -> list[StudyRun]:
     """Run every grid's runs in order, publishing each finished run's summary (and committing it).
 
-    A run already finished is skipped by the runner; its summary is rewritten only when the published one
-    is of another config (so a rerun commits nothing new). A failed run is reported and the study goes on.
+    A run whose summary is already published for its config is not run again (``published``): the summary
+    is the result, so a study resumed on a machine that lost its runs folder and cache goes on where the
+    published study stops. A run of the same config as another published run (another grid's, under
+    another name) is published as a copy of that one (``shared``, :func:`shared_summary`), exactly what a
+    full cache hit would give. ``rerun=True`` runs those too (into ``runs_root``, to check them with
+    :func:`verify_study`). A run already finished under ``runs_root`` is skipped by the runner; its summary
+    is rewritten only when the published one is of another config. A failed run is reported and the study
+    goes on.
     """
     from star_lib.experiments.runner import CACHE_DIRNAME, _last_line, grid_dir, run_experiment
 
     if commit:
         git_root(out_dir)  # refused before any run, not after the first one
     cache = cache or Path(runs_root) / CACHE_DIRNAME
+    published = {} if rerun else published_runs(out_dir)
     results = []
     for grid in grids:
         folder = grid_dir(runs_root, grid)
         grid.write_manifest(folder)
         for config in grid.runs:
-            try:
-                result = run_experiment(config, folder / config.name, cache=cache, grid=grid.name)
-            except Exception as exc:  # the run's run.json says where it failed; the study goes on
-                outcome = StudyRun(grid.name, config.name, "failed", error=_last_line(exc))
+            path = summary_path(out_dir, grid, config.name)
+            twin = None if rerun else published.get(config.fingerprint())
+            if twin is not None and published_hash(path) == config.fingerprint():
+                outcome = StudyRun(grid.name, config.name, "published", path)
+            elif twin is not None:
+                write_summary(shared_summary(grid, config, twin), path)
+                outcome = StudyRun(grid.name, config.name, "shared", path)
+                outcome.committed = commit and commit_file(path, _commit_message(grid, config))
             else:
-                outcome = StudyRun(grid.name, config.name, result.status)
-                outcome.summary, outcome.committed = _publish(grid, config, result.run_dir, out_dir, commit)
+                try:
+                    result = run_experiment(config, folder / config.name, cache=cache, grid=grid.name)
+                except Exception as exc:  # the run's run.json says where it failed; the study goes on
+                    outcome = StudyRun(grid.name, config.name, "failed", error=_last_line(exc))
+                else:
+                    outcome = StudyRun(grid.name, config.name, result.status)
+                    outcome.summary, outcome.committed = _publish(
+                        grid, config, result.run_dir, out_dir, commit
+                    )
+            if outcome.summary is not None and not rerun:
+                published.setdefault(config.fingerprint(), outcome.summary)
             results.append(outcome)
             if on_run is not None:
                 on_run(outcome)
     return results
+
+
+def published_runs(out_dir: str | os.PathLike[str]) -> dict[str, Path]:
+    """Map each config fingerprint published under ``out_dir`` to its summary (a run's own name first)."""
+    found: dict[str, Path] = {}
+    for path in sorted(Path(out_dir).glob("*/*.parquet")):
+        fingerprint = published_hash(path)
+        if fingerprint is not None:
+            found.setdefault(fingerprint, path)
+    return found
+
+
+def shared_summary(grid: Grid, config: ExperimentConfig, twin: Path) -> Any:
+    """Return ``config``'s summary as a copy of ``twin``, the published summary of the same config.
+
+    Every stage of the two runs has the same content, so every metric, per-query outcome and the RL curve
+    are the twin's; only the names change (``finding``, ``grid``, ``run``, ``arm``), ``wall_s`` is 0 (the
+    run added no compute, as with a full cache hit) and ``same_as`` names the run that computed it.
+    """
+    import polars as pl
+
+    frame = pl.read_parquet(twin)
+    if frame["config_hash"][0] != config.fingerprint():
+        raise StudyError(f"{twin} is not a summary of {config.name}'s config")
+    names = {
+        "finding": grid.finding or grid.name,
+        "grid": grid.name,
+        "run": config.name,
+        "arm": _arm(config.name),
+        "same_as": frame["same_as"][0] if "same_as" in frame.columns else frame["run"][0],
+    }
+    return frame.with_columns(
+        *(pl.lit(v, dtype=pl.String).alias(k) for k, v in names.items()),
+        pl.lit(0.0).alias("wall_s"),
+        pl.lit(time.time()).alias("finished"),
+    )
+
+
+def _arm(run: str) -> str:
+    return run.split("__")[1] if run.count("__") >= 2 else run
+
+
+def _commit_message(grid: Grid, config: ExperimentConfig) -> str:
+    return f"tiny study: {config.name} ({grid.finding or grid.name} grid), held-out and OOD summary"
 
 
 def _publish(
@@ -553,8 +619,7 @@ def _publish(
         write_summary(run_summary(grid, config, run_dir, git_commit_of(PROJECT_ROOT)), path)
     if not commit:
         return path, False
-    message = f"tiny study: {config.name} ({grid.finding or grid.name} grid), held-out and OOD summary"
-    return path, commit_file(path, message)
+    return path, commit_file(path, _commit_message(grid, config))
 
 
 # ───────────────────────────── reproducing published runs ─────────────────────────────

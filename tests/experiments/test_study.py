@@ -4,6 +4,7 @@ resuming a killed study, and ``--commit``. Every run here is the compact expert 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -264,8 +265,53 @@ def test_a_two_run_study_publishes_one_summary_per_run_and_a_rerun_reruns_nothin
     assert "messages" not in table.columns and "plan" not in table.columns  # no trajectories
     stamps = [p.stat().st_mtime_ns for p in paths]
     assert main(study_args(tmp_path, toy_study)) == 0
-    assert capsys.readouterr().out.count("skipped") == 2
+    assert capsys.readouterr().out.count("published rewards__") == 2
     assert [p.stat().st_mtime_ns for p in paths] == stamps  # nothing rewritten
+    assert main([*study_args(tmp_path, toy_study), "--rerun"]) == 0
+    assert capsys.readouterr().out.count("skipped") == 2  # finished under runs/: nothing rerun either
+    assert [p.stat().st_mtime_ns for p in paths] == stamps
+
+
+def test_a_study_that_lost_its_runs_folder_runs_nothing_it_published(tmp_path, toy_study, capsys):
+    assert main(study_args(tmp_path, toy_study)) == 0
+    paths = sorted((tmp_path / "published" / "reward").glob("*.parquet"))
+    stamps = [p.stat().st_mtime_ns for p in paths]
+    shutil.rmtree(tmp_path / "runs")  # a new machine: the runs folder and the stage cache are gone
+    capsys.readouterr()
+    assert main(study_args(tmp_path, toy_study)) == 0
+    out = capsys.readouterr().out
+    assert "published rewards__sum__s0" in out and "published rewards__success__s0" in out
+    assert not (tmp_path / "runs" / "rewards" / "rewards__sum__s0").exists()  # not run again
+    assert [p.stat().st_mtime_ns for p in paths] == stamps
+
+
+def test_a_run_of_a_published_runs_config_in_another_grid_is_published_as_its_copy(
+    tmp_path, toy_study, monkeypatch, capsys
+):
+    import star_lib.experiments.runner as runner
+
+    again = {"name": "again", "finding": "algorithm", "base": TOY, "axes": {"algorithm": ["grpo"]}}
+    (toy_study / "again.yaml").write_text(yaml.safe_dump({**again, "seeds": [0]}))
+    (toy_study / "study.yaml").write_text(yaml.safe_dump({"grids": ["rewards", "again"], "seeds": [0]}))
+    real, calls = runner.run_experiment, []
+
+    def counted(config, run_dir, **kwargs):
+        calls.append(config.name)
+        return real(config, run_dir, **kwargs)
+
+    monkeypatch.setattr(runner, "run_experiment", counted)
+    assert main(study_args(tmp_path, toy_study)) == 0
+    assert "shared   again__grpo__s0" in capsys.readouterr().out
+    assert calls == ["rewards__sum__s0", "rewards__success__s0"]  # TOY's reward is sum, its algorithm grpo
+    twin = pl.read_parquet(tmp_path / "published" / "reward" / "rewards__sum__s0.parquet").row(0, named=True)
+    copy = pl.read_parquet(tmp_path / "published" / "algorithm" / "again__grpo__s0.parquet").row(0, named=True)
+    assert copy["run"] == "again__grpo__s0" and copy["grid"] == "again" and copy["finding"] == "algorithm"
+    assert copy["arm"] == "grpo" and copy["same_as"] == "rewards__sum__s0" and copy["wall_s"] == 0.0
+    assert twin["wall_s"] > 0 and copy["config_hash"] == twin["config_hash"]
+    for column in [c for c in twin if c.startswith(("eval", "ood"))] + ["rl_reward", "commit", "seed"]:
+        assert copy[column] == twin[column], column
+    assert main([*study_args(tmp_path, toy_study), "--runs", str(tmp_path / "again"), "--rerun"]) == 0
+    assert calls[2:] == ["rewards__sum__s0", "rewards__success__s0", "again__grpo__s0"]
 
 
 def test_verify_finds_a_rerun_in_a_fresh_folder_reproduced_and_names_a_published_number_that_differs(
@@ -273,7 +319,7 @@ def test_verify_finds_a_rerun_in_a_fresh_folder_reproduced_and_names_a_published
 ):
     assert main(study_args(tmp_path, toy_study)) == 0
     fresh = ["--runs", str(tmp_path / "rerun")]  # an empty runs folder and cache: every stage again
-    assert main([*study_args(tmp_path, toy_study), *fresh]) == 0
+    assert main([*study_args(tmp_path, toy_study), *fresh, "--rerun"]) == 0
     capsys.readouterr()
     assert main([*study_args(tmp_path, toy_study), *fresh, "--verify"]) == 0
     out = capsys.readouterr().out
@@ -356,7 +402,7 @@ def test_a_killed_study_continues_where_it_stopped(tmp_path, toy_study, monkeypa
     capsys.readouterr()
     assert main(study_args(tmp_path, toy_study)) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert "skipped  rewards__sum__s0" in lines and "done     rewards__success__s0" in lines
+    assert "published rewards__sum__s0" in lines and "done     rewards__success__s0" in lines
     assert (published / "rewards__sum__s0.parquet").stat().st_mtime_ns == first
 
 
