@@ -303,8 +303,9 @@ def test_a_run_of_a_published_runs_config_in_another_grid_is_published_as_its_co
     assert main(study_args(tmp_path, toy_study)) == 0
     assert "shared   again__grpo__s0" in capsys.readouterr().out
     assert calls == ["rewards__sum__s0", "rewards__success__s0"]  # TOY's reward is sum, its algorithm grpo
-    twin = pl.read_parquet(tmp_path / "published" / "reward" / "rewards__sum__s0.parquet").row(0, named=True)
-    copy = pl.read_parquet(tmp_path / "published" / "algorithm" / "again__grpo__s0.parquet").row(0, named=True)
+    published = tmp_path / "published"
+    twin = pl.read_parquet(published / "reward" / "rewards__sum__s0.parquet").row(0, named=True)
+    copy = pl.read_parquet(published / "algorithm" / "again__grpo__s0.parquet").row(0, named=True)
     assert copy["run"] == "again__grpo__s0" and copy["grid"] == "again" and copy["finding"] == "algorithm"
     assert copy["arm"] == "grpo" and copy["same_as"] == "rewards__sum__s0" and copy["wall_s"] == 0.0
     assert twin["wall_s"] > 0 and copy["config_hash"] == twin["config_hash"]
