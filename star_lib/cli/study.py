@@ -81,6 +81,7 @@ def run_study_command(args: argparse.Namespace) -> int:
         STUDY_FILE,
         describe_estimates,
         estimate,
+        publication_status,
         read_study,
         run_study,
         verify_study,
@@ -101,10 +102,12 @@ def run_study_command(args: argparse.Namespace) -> int:
                     print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
                     return 0
         raise ValueError(f"--config-of {args.config_of}: no run of that name in {[g.name for g in grids]}")
+    out = args.out or str(PROJECT_ROOT / PUBLISHED_DIR)
     if args.dry_run:
         print(describe_estimates(estimate(grids, study.timing), study.grid_budget_minutes, seeds))
+        if not args.rerun:
+            print(describe_left(grids, study.timing, publication_status(grids, out), out))
         return 0
-    out = args.out or str(PROJECT_ROOT / PUBLISHED_DIR)
     if args.verify:
         return show_reproductions(verify_study(grids, args.runs, out), args.runs)
 
@@ -125,6 +128,22 @@ def run_study_command(args: argparse.Namespace) -> int:
         if code:
             return code
     return 1 if failed else 0
+
+
+def describe_left(grids: list[Any], timing: Any, status: dict[str, str], out: str) -> str:
+    """Return the dry run's last line: how many runs are published under ``out`` and what is left to run."""
+    from star_lib.experiments.study import estimate
+
+    total = sum(len(g.runs) for g in grids)
+    if not status:
+        return f"left to run: all {total} runs (none published in {out})"
+    left = sum(e.seconds for e in estimate(grids, timing, skip=status)) / 3600
+    counts = {s: sum(v == s for v in status.values()) for s in ("published", "shared")}
+    return (
+        f"left to run: {total - len(status)} of {total} runs ({counts['published']} published in {out}, "
+        f"{counts['shared']} copies of a published run of the same config); "
+        f"{left:.1f} h estimated with an empty cache"
+    )
 
 
 def show_reproductions(checks: list[Any], runs: str) -> int:

@@ -23,7 +23,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -290,11 +290,18 @@ def stage_signatures(config: ExperimentConfig, registry: Any = None) -> dict[str
     return signatures
 
 
-def estimate(grids: Sequence[Grid], timing: Timing, done: Iterable[str] = ()) -> list[GridEstimate]:
-    """Estimate each grid's compute in order: stages an earlier run (or ``done``) produced cost nothing."""
+def estimate(
+    grids: Sequence[Grid], timing: Timing, done: Iterable[str] = (), skip: Mapping[str, str] | None = None
+) -> list[GridEstimate]:
+    """Estimate each grid's compute in order: stages an earlier run (or ``done``) produced cost nothing.
+
+    ``skip`` maps the runs the study will not run (:func:`publication_status`) to why: they add nothing,
+    so the estimate is what is left to run with an empty cache; ``alone_s`` still counts every run.
+    """
     from star_lib.experiments.pipeline import build_registry
 
     registry = build_registry()
+    skip = skip or {}
     seen = set(done)
     out = []
     for grid in grids:
@@ -309,12 +316,26 @@ def estimate(grids: Sequence[Grid], timing: Timing, done: Iterable[str] = ()) ->
                 if signature not in alone:
                     alone.add(signature)
                     alone_s += seconds
-                if signature not in seen:
+                if signature not in seen and config.name not in skip:
                     seen.add(signature)
                     new[name] = seconds
             runs.append(RunEstimate(config.name, new))
         out.append(GridEstimate(grid, runs, alone_s))
     return out
+
+
+def publication_status(grids: Sequence[Grid], out_dir: str | os.PathLike[str]) -> dict[str, str]:
+    """Map each run :func:`run_study` will not run to ``published`` (its summary is out) or ``shared``."""
+    published = published_runs(out_dir)
+    status = {}
+    for grid in grids:
+        for config in grid.runs:
+            fingerprint = config.fingerprint()
+            if published_hash(summary_path(out_dir, grid, config.name)) == fingerprint:
+                status[config.name] = "published"
+            elif fingerprint in published:
+                status[config.name] = "shared"
+    return status
 
 
 def describe_estimates(estimates: Sequence[GridEstimate], budget_minutes: float, seeds: Sequence[int]) -> str:

@@ -155,4 +155,5 @@ def test_the_sft_key_holds_a_from_scratch_presets_shape_so_a_reshaped_model_is_r
     monkeypatch.setitem(models.PRESETS, "tiny-s", wider)
     after = sft.config_dict(small)
     assert after != before and after["architecture"]["hidden_size"] == 192
-    assert "architecture" not in sft.config_dict(SFTStageConfig(model="qwen2.5-1.5b"))  # a hub model: its name
+    hub = SFTStageConfig(model="qwen2.5-1.5b")
+    assert "architecture" not in sft.config_dict(hub)  # a hub model: its name

@@ -285,6 +285,17 @@ def test_a_study_that_lost_its_runs_folder_runs_nothing_it_published(tmp_path, t
     assert [p.stat().st_mtime_ns for p in paths] == stamps
 
 
+def test_the_dry_run_says_how_many_runs_are_left_once_some_are_published(tmp_path, toy_study, capsys):
+    assert main([*study_args(tmp_path, toy_study), "--dry-run"]) == 0
+    assert "left to run: all 2 runs (none published in " in capsys.readouterr().out
+    assert main([*study_args(tmp_path, toy_study), "--only", "rewards", "--seeds", "0"]) == 0
+    (tmp_path / "published" / "reward" / "rewards__success__s0.parquet").unlink()
+    capsys.readouterr()
+    assert main([*study_args(tmp_path, toy_study), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "left to run: 1 of 2 runs (1 published in " in out and "0 copies of a published run" in out
+
+
 def test_a_run_of_a_published_runs_config_in_another_grid_is_published_as_its_copy(
     tmp_path, toy_study, monkeypatch, capsys
 ):

@@ -167,7 +167,7 @@ def test_findings_data_maps_paper_sizes_to_the_tiny_grid():
 
 
 def ood_runs(finding: str, axis: str, arms: dict[Any, list[float]]) -> pl.DataFrame:
-    """Runs with held-out final pass 0.4 and per-query OOD cs micro outcomes (200 queries, 3 seeds per arm)."""
+    """Runs with held-out final pass 0.4 and per-query OOD cs micro outcomes (200 queries, 3 seeds an arm)."""
     rows = []
     for value, rates in arms.items():
         for seed, rate in enumerate(rates):
