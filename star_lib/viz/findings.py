@@ -409,6 +409,8 @@ class Comparison:
     """Largest difference that still counts as ``similar``."""
     arms: tuple[Arm, ...] = ()
     """Our two arms (first, second) when known: their intervals and the evidence gate read them."""
+    context: str = ""
+    """Whose arms are compared when it is one model's (``tiny-l``), for the verdict clause; else empty."""
 
     @functools.cached_property
     def interval(self) -> float | None:
@@ -456,7 +458,7 @@ class Comparison:
 
         The parentheses name our arms' model (``tiny-l; paper 7B: …``) when the comparison is one model's.
         """
-        who = self.ours.split(":", 1)[0] if self.ours else ""
+        who = self.context
         paper = f"{who}; paper {self.paper}" if who and who != "ours" else f"paper {self.paper}"
         outcome = self.outcome
         if outcome == "missing":
@@ -876,6 +878,7 @@ def _pair(
         tolerance=tolerance,
         stable_tolerance=stable_tolerance,
         arms=_arm_pair(diff, arm_a, arm_b),
+        context=our_context if diff is not None else "",
     )
 
 
@@ -957,6 +960,7 @@ def _claim(
         tolerance=tolerance,
         stable_tolerance=stable_tolerance,
         arms=_arm_pair(diff, arm_a, arm_b),
+        context=our_context if diff is not None else "",
     )
 
 
