@@ -57,6 +57,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="run the runs already published too (into --runs; check them with --verify)",
     )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run every run in this process (default: each run in its own process, so memory a run leaves "
+        "behind, or an out-of-memory kill, stays with that run)",
+    )
     parser.add_argument("--no-report", action="store_true", help="do not run `star report` at the end")
     parser.add_argument("--reports", default="reports", help="folder `star report` writes (default: reports)")
     parser.add_argument("--config-of", default=None, metavar="RUN", help="print one run's experiment YAML")
@@ -116,7 +122,14 @@ def run_study_command(args: argparse.Namespace) -> int:
         print(f"{outcome.status:8s} {outcome.run}{extra}", flush=True)
 
     results = run_study(
-        grids, args.runs, out, cache=args.cache, commit=args.commit, rerun=args.rerun, on_run=show
+        grids,
+        args.runs,
+        out,
+        cache=args.cache,
+        commit=args.commit,
+        rerun=args.rerun,
+        isolate=not args.in_process,
+        on_run=show,
     )
     failed = [r for r in results if r.status == "failed"]
     print(f"study: {len(results) - len(failed)} of {len(results)} runs finished; summaries in {out}")

@@ -20,8 +20,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
@@ -435,6 +437,76 @@ class RunJob(_checkpointable_base()):  # type: ignore[misc]
 def grid_dir(runs_root: str | os.PathLike[str], grid: Grid) -> Path:
     """Folder of a grid: ``<runs_root>/<grid name>``."""
     return Path(runs_root) / grid.name
+
+
+_CHILD = (
+    "import sys; from star_lib.experiments.runner import run_config_file; "
+    "sys.exit(run_config_file(*sys.argv[1:]))"
+)
+"""The program :func:`run_experiment_isolated` runs in its child process."""
+
+
+def run_experiment_isolated(
+    config: ExperimentConfig,
+    run_dir: str | os.PathLike[str],
+    *,
+    cache: str | os.PathLike[str] | None = None,
+    grid: str | None = None,
+) -> RunResult:
+    """Run one experiment as :func:`run_experiment` does, but in a fresh Python process of the same code.
+
+    What a run leaves in memory goes away with its process, and a run the kernel kills (out of memory) is
+    a failed run (``run.json`` says how it ended) instead of the end of its caller: the tiny study in one
+    process grew to 24 GB over 13 runs and was killed in the 14th (commit 10ed877). The child's output
+    (progress bars) goes where the caller's goes; a failed run is returned, not raised.
+    """
+    run_dir = Path(run_dir)
+    if is_complete(config, run_dir):
+        record = read_run_record(run_dir) or {}
+        return RunResult(
+            config.name, run_dir, "skipped", 0.0, record.get("gpu_hours", 0.0), record.get("stages", [])
+        )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / "config.yaml"
+    save_config(config, path)
+    code = str(Path(__file__).resolve().parents[2])  # this star_lib, whatever the child's cwd would import
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (code, os.environ.get("PYTHONPATH")) if p)}
+    cache = str(cache or default_cache(run_dir))
+    started = time.time()
+    child = [sys.executable, "-c", _CHILD, str(path), str(run_dir), cache, grid or run_dir.parent.name]
+    returncode = subprocess.run(child, env=env, check=False).returncode
+    record = read_run_record(run_dir) or {}
+    if returncode == 0 and record.get("status") == "done":
+        return RunResult(
+            config.name,
+            run_dir,
+            "done",
+            float(record.get("wall_s") or time.time() - started),
+            float(record.get("gpu_hours") or 0.0),
+            record.get("stages", []),
+        )
+    error = record.get("error") if record.get("status") == "failed" else None
+    if not error:
+        error = exit_reason(returncode)
+        update_run_record(run_dir, status="failed", error=error)
+    return RunResult(config.name, run_dir, "failed", time.time() - started, error=error)
+
+
+def run_config_file(config_path: str, run_dir: str, cache: str, grid: str) -> int:
+    """Run one saved config into ``run_dir`` (the child of :func:`run_experiment_isolated`); 0 when done."""
+    from star_lib.experiments.pipeline import load_config
+
+    run_experiment(load_config(config_path), run_dir, cache=cache, grid=grid)
+    return 0
+
+
+def exit_reason(returncode: int) -> str:
+    """Say how a run's process ended without recording an error (a signal, or an exit status)."""
+    if returncode < 0:
+        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else -returncode
+        why = " (the kernel's out-of-memory killer, or kill -9)" if returncode == -signal.SIGKILL else ""
+        return f"the run's process was killed by {name}{why}"
+    return f"the run's process exited with status {returncode} before it finished"
 
 
 def run_grid_local(

@@ -537,6 +537,7 @@ def run_study(
     cache: str | os.PathLike[str] | None = None,
     commit: bool = False,
     rerun: bool = False,
+    isolate: bool = False,
     on_run: Callable[[StudyRun], None] | None = None,
 ) -> list[StudyRun]:
     """Run every grid's runs in order, publishing each finished run's summary (and committing it).
@@ -548,9 +549,10 @@ def run_study(
     full cache hit would give. ``rerun=True`` runs those too (into ``runs_root``, to check them with
     :func:`verify_study`). A run already finished under ``runs_root`` is skipped by the runner; its summary
     is rewritten only when the published one is of another config. A failed run is reported and the study
-    goes on.
+    goes on. ``isolate=True`` runs each run in its own process (:func:`.runner.run_experiment_isolated`),
+    as ``star study`` does, so no run inherits the memory of the ones before it.
     """
-    from star_lib.experiments.runner import CACHE_DIRNAME, _last_line, grid_dir, run_experiment
+    from star_lib.experiments.runner import CACHE_DIRNAME, grid_dir
 
     if commit:
         git_root(out_dir)  # refused before any run, not after the first one
@@ -561,30 +563,46 @@ def run_study(
         folder = grid_dir(runs_root, grid)
         grid.write_manifest(folder)
         for config in grid.runs:
-            path = summary_path(out_dir, grid, config.name)
-            twin = None if rerun else published.get(config.fingerprint())
-            if twin is not None and published_hash(path) == config.fingerprint():
-                outcome = StudyRun(grid.name, config.name, "published", path)
-            elif twin is not None:
-                write_summary(shared_summary(grid, config, twin), path)
-                outcome = StudyRun(grid.name, config.name, "shared", path)
-                outcome.committed = commit and commit_file(path, _commit_message(grid, config))
-            else:
-                try:
-                    result = run_experiment(config, folder / config.name, cache=cache, grid=grid.name)
-                except Exception as exc:  # the run's run.json says where it failed; the study goes on
-                    outcome = StudyRun(grid.name, config.name, "failed", error=_last_line(exc))
-                else:
-                    outcome = StudyRun(grid.name, config.name, result.status)
-                    outcome.summary, outcome.committed = _publish(
-                        grid, config, result.run_dir, out_dir, commit
-                    )
+            twin = published.get(config.fingerprint())
+            outcome = _study_run(grid, config, folder, out_dir, cache, twin, commit=commit, isolate=isolate)
             if outcome.summary is not None and not rerun:
                 published.setdefault(config.fingerprint(), outcome.summary)
             results.append(outcome)
             if on_run is not None:
                 on_run(outcome)
     return results
+
+
+def _study_run(
+    grid: Grid,
+    config: ExperimentConfig,
+    folder: Path,
+    out_dir: Any,
+    cache: Any,
+    twin: Path | None,
+    *,
+    commit: bool,
+    isolate: bool,
+) -> StudyRun:
+    """One run of the study: already published, published as a copy of ``twin``, or run and published."""
+    from star_lib.experiments.runner import _last_line, run_experiment, run_experiment_isolated
+
+    path = summary_path(out_dir, grid, config.name)
+    if twin is not None and published_hash(path) == config.fingerprint():
+        return StudyRun(grid.name, config.name, "published", path)
+    if twin is not None:
+        write_summary(shared_summary(grid, config, twin), path)
+        committed = commit and commit_file(path, _commit_message(grid, config))
+        return StudyRun(grid.name, config.name, "shared", path, committed)
+    run = run_experiment_isolated if isolate else run_experiment
+    try:
+        result = run(config, folder / config.name, cache=cache, grid=grid.name)
+    except Exception as exc:  # the run's run.json says where it failed; the study goes on
+        return StudyRun(grid.name, config.name, "failed", error=_last_line(exc))
+    if result.status == "failed":
+        return StudyRun(grid.name, config.name, "failed", error=result.error)
+    summary, committed = _publish(grid, config, result.run_dir, out_dir, commit)
+    return StudyRun(grid.name, config.name, result.status, summary, committed)
 
 
 def published_runs(out_dir: str | os.PathLike[str]) -> dict[str, Path]:

@@ -4,6 +4,7 @@ resuming a killed study, and ``--commit``. Every run here is the compact expert 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -229,10 +230,11 @@ def toy_study(tmp_path):
     return folder
 
 
-def study_args(tmp_path, study, *extra) -> list[str]:
+def study_args(tmp_path, study, *extra, isolate: bool = False) -> list[str]:
+    """``star study`` on the toy study; each run in this process unless ``isolate`` (star study's default)."""
     return [
         "study", "--study", str(study / "study.yaml"), "--runs", str(tmp_path / "runs"),
-        "--out", str(tmp_path / "published"), "--no-report", *extra,
+        "--out", str(tmp_path / "published"), "--no-report", *extra, *([] if isolate else ["--in-process"]),
     ]  # fmt: skip
 
 
@@ -240,10 +242,13 @@ def test_a_two_run_study_publishes_one_summary_per_run_and_a_rerun_reruns_nothin
     tmp_path, toy_study, capsys
 ):
     from star_lib.experiments.results import load_study
+    from star_lib.experiments.runner import read_run_record
 
-    assert main(study_args(tmp_path, toy_study)) == 0
+    assert main(study_args(tmp_path, toy_study, isolate=True)) == 0  # each run in its own process
     captured = capsys.readouterr()
     assert "note: 1 seed(s) per arm" in captured.err
+    record = read_run_record(tmp_path / "runs" / "rewards" / "rewards__sum__s0")
+    assert record["status"] == "done" and record["pid"] != os.getpid()
     assert "measured wall time: rewards " in captured.out and "min (2 runs); total " in captured.out
     paths = sorted((tmp_path / "published" / "reward").glob("*.parquet"))
     assert [p.name for p in paths] == ["rewards__success__s0.parquet", "rewards__sum__s0.parquet"]
@@ -270,6 +275,37 @@ def test_a_two_run_study_publishes_one_summary_per_run_and_a_rerun_reruns_nothin
     assert main([*study_args(tmp_path, toy_study), "--rerun"]) == 0
     assert capsys.readouterr().out.count("skipped") == 2  # finished under runs/: nothing rerun either
     assert [p.stat().st_mtime_ns for p in paths] == stamps
+
+
+def test_a_run_whose_process_is_killed_fails_alone_and_the_study_goes_on(
+    tmp_path, toy_study, monkeypatch, capsys
+):
+    from star_lib.experiments.runner import read_run_record
+
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    marker = tmp_path / "kill-the-next-run"
+    marker.touch()
+    (hook / "sitecustomize.py").write_text(  # the first run's process dies as the OOM killer would kill it
+        "import os, signal\n"
+        "marker = os.environ.get('STAR_TEST_KILL_MARKER')\n"
+        "if marker and os.path.exists(marker):\n"
+        "    os.remove(marker)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(hook))
+    monkeypatch.setenv("STAR_TEST_KILL_MARKER", str(marker))
+    assert main(study_args(tmp_path, toy_study, isolate=True)) == 1
+    out = capsys.readouterr().out
+    assert "failed   rewards__sum__s0  the run's process was killed by SIGKILL (the kernel's" in out
+    assert "done     rewards__success__s0" in out and "study: 1 of 2 runs finished" in out
+    record = read_run_record(tmp_path / "runs" / "rewards" / "rewards__sum__s0")
+    assert record["status"] == "failed" and "SIGKILL" in record["error"]
+    assert [p.name for p in (tmp_path / "published" / "reward").glob("*.parquet")] == [
+        "rewards__success__s0.parquet"
+    ]
+    assert main(study_args(tmp_path, toy_study, isolate=True)) == 0  # the next study runs it
+    assert "done     rewards__sum__s0" in capsys.readouterr().out
 
 
 def test_a_study_that_lost_its_runs_folder_runs_nothing_it_published(tmp_path, toy_study, capsys):
