@@ -606,7 +606,7 @@ def _study_run(
 
 
 def published_runs(out_dir: str | os.PathLike[str]) -> dict[str, Path]:
-    """Map each config fingerprint published under ``out_dir`` to its summary (a run's own name first)."""
+    """Map each config fingerprint published under ``out_dir`` to a summary of it (the first by path)."""
     found: dict[str, Path] = {}
     for path in sorted(Path(out_dir).glob("*/*.parquet")):
         fingerprint = published_hash(path)
@@ -620,7 +620,7 @@ def shared_summary(grid: Grid, config: ExperimentConfig, twin: Path) -> Any:
 
     Every stage of the two runs has the same content, so every metric, per-query outcome and the RL curve
     are the twin's; only the names change (``finding``, ``grid``, ``run``, ``arm``), ``wall_s`` is 0 (the
-    run added no compute, as with a full cache hit) and ``same_as`` names the run that computed it.
+    run added no compute, as with a full cache hit) and ``same_as`` names the published run it copies.
     """
     import polars as pl
 
