@@ -267,10 +267,7 @@ def run_experiment(
     """
     run_dir = Path(run_dir)
     if not force and is_complete(config, run_dir):
-        record = read_run_record(run_dir) or {}
-        return RunResult(
-            config.name, run_dir, "skipped", 0.0, record.get("gpu_hours", 0.0), record.get("stages", [])
-        )
+        return _skipped(config, run_dir)
     registry = registry or build_registry()
     store = StageStore(cache or default_cache(run_dir))
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -462,10 +459,7 @@ def run_experiment_isolated(
     """
     run_dir = Path(run_dir)
     if is_complete(config, run_dir):
-        record = read_run_record(run_dir) or {}
-        return RunResult(
-            config.name, run_dir, "skipped", 0.0, record.get("gpu_hours", 0.0), record.get("stages", [])
-        )
+        return _skipped(config, run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / "config.yaml"
     save_config(config, path)
@@ -507,6 +501,14 @@ def exit_reason(returncode: int) -> str:
         why = " (the kernel's out-of-memory killer, or kill -9)" if returncode == -signal.SIGKILL else ""
         return f"the run's process was killed by {name}{why}"
     return f"the run's process exited with status {returncode} before it finished"
+
+
+def _skipped(config: ExperimentConfig, run_dir: Path) -> RunResult:
+    """Return the result of a run found complete in ``run_dir`` (its recorded GPU-hours and stages)."""
+    record = read_run_record(run_dir) or {}
+    return RunResult(
+        config.name, run_dir, "skipped", 0.0, record.get("gpu_hours", 0.0), record.get("stages", [])
+    )
 
 
 def run_grid_local(
