@@ -164,6 +164,9 @@ def show_reproductions(checks: list[Any], runs: str) -> int:
     rerun = [c for c in checks if c.status != "not rerun"]
     for check in rerun:
         print(f"{check.status:12s} {check.run}")
+        if check.machines:
+            published, rerun_on = check.machines
+            print(f"    published on {published}, rerun on {rerun_on}: another CPU may round differently")
         for gap in check.gaps[:8]:
             print(f"    {gap}")
         if len(check.gaps) > 8:

@@ -378,9 +378,27 @@ def test_verify_finds_a_rerun_in_a_fresh_folder_reproduced_and_names_a_published
     assert main([*study_args(tmp_path, toy_study), *fresh, "--verify"]) == 1
     out = capsys.readouterr().out
     assert "differs      rewards__sum__s0" in out and "eval/final_pass: 0.25 -> 1" in out
-    assert "1 reproduced, 1 differs" in out
+    assert "1 reproduced, 1 differs" in out and "published on" not in out  # same machine: no excuse
+    changed = {"eval/final_pass": 0.25, "cpu": "Other CPU (avx512_bf16)"}
+    table.with_columns(*(pl.lit(v).alias(k) for k, v in changed.items())).write_parquet(path)
+    assert main([*study_args(tmp_path, toy_study), *fresh, "--verify"]) == 1
+    assert "published on Other CPU (avx512_bf16), rerun on " in capsys.readouterr().out
     assert main([*study_args(tmp_path, toy_study), "--runs", str(tmp_path / "none"), "--verify"]) == 0
     assert "verify: 0 of 2 runs are finished" in capsys.readouterr().out
+
+
+def test_a_second_study_on_the_same_runs_folder_is_refused_naming_the_pid_that_holds_it(
+    tmp_path, toy_study, capsys
+):
+    from star_lib.experiments.study import study_lock
+
+    with study_lock(tmp_path / "runs"):  # a study already running on this runs folder
+        assert main(study_args(tmp_path, toy_study)) == 2
+        err = capsys.readouterr().err
+        assert f"another star study (pid {os.getpid()}) is running on {tmp_path / 'runs'}" in err
+        assert not (tmp_path / "published").exists()  # nothing ran
+    assert main(study_args(tmp_path, toy_study)) == 0  # released when the first one ends
+    assert len(list((tmp_path / "published" / "reward").glob("*.parquet"))) == 2
 
 
 def test_a_run_with_its_own_stage_cache_still_lists_its_per_query_outcomes(tmp_path, toy_study):
