@@ -731,9 +731,37 @@ def with_study(
     at = f" at commit {', '.join(commits)}" if commits else ""
     source = (
         f"No {finding} runs in {results_dir}: showing the published tiny study ({study.height} runs{at}, "
-        f"{study_dir})."
+        f"{study_dir}).{machine_note(study)}"
     )
     return Shown(pl.concat([results, rows], how="vertical_relaxed"), source, study=True)
+
+
+def machine_note(study: pl.DataFrame) -> str:
+    """Return a sentence naming the CPUs a study's runs ran on when there are several, else "".
+
+    Each CPU kind rounds its own way, so each trained its own SFT model from the same config and data (a
+    rerun on another CPU does not match bit for bit, see ``star study --verify``): two arms that ran on
+    different CPUs differ by the machine as well as by their axis. Runs with no recorded CPU are not
+    counted.
+
+    Example:
+        >>> cpus = ["EPYC (avx2)", "EPYC (avx512_bf16)", "EPYC (avx2)", ""]
+        >>> note = machine_note(pl.DataFrame({"cpu": cpus}))
+        >>> note.split(":")[0]
+        ' Its runs ran on 2 CPUs (2 on EPYC (avx2), 1 on EPYC (avx512_bf16))'
+
+    """
+    if "cpu" not in study.columns:
+        return ""
+    known = study.filter(pl.col("cpu").is_not_null() & (pl.col("cpu") != ""))
+    counts = known.group_by("cpu").len().sort("cpu")
+    if counts.height < 2:
+        return ""
+    parts = ", ".join(f"{n} on {cpu}" for cpu, n in counts.iter_rows())
+    return (
+        f" Its runs ran on {counts.height} CPUs ({parts}): each trained its own SFT model, so arms that ran "
+        "on different CPUs differ by the machine as well."
+    )
 
 
 def ours(results: pl.DataFrame, finding: str | Iterable[str] | None, scale: str) -> pl.DataFrame:

@@ -379,6 +379,7 @@ def test_findings_show_the_published_study_when_the_results_folder_has_no_runs(t
     empty = pl.DataFrame(schema=SCHEMA)
     shown = findings.with_study(empty, "reward", "tiny", study_dir=tmp_path, results_dir="runs")
     assert shown.study and "published tiny study (18 runs at commit 0123456789" in shown.source
+    assert "CPUs" not in shown.source  # no machine recorded: nothing to say
     finding = findings.reward_design(shown.frame, "tiny")
     assert finding.runs == 18
     ours = finding.table.filter(pl.col("source") == "ours")
@@ -396,6 +397,14 @@ def test_findings_show_the_published_study_when_the_results_folder_has_no_runs(t
     mine = results({"finding": "reward", "reward": "sum", "value": 0.9})
     assert not findings.with_study(mine, "reward", "tiny", study_dir=tmp_path).study
     assert not findings.with_study(empty, "reward", "paper", study_dir=tmp_path).study
+
+
+def test_a_study_whose_runs_ran_on_two_cpus_says_so_above_its_charts(tmp_path):
+    for seed, cpu in enumerate(("EPYC (avx512_bf16)", "EPYC (avx512_bf16)", "EPYC (avx2)")):
+        _summary(tmp_path, "algorithm", "algorithm", "grpo", seed, cpu=cpu, **{FINAL: 0.4, "eval/n": 10.0})
+    shown = findings.with_study(pl.DataFrame(schema=SCHEMA), "algorithm", "tiny", study_dir=tmp_path)
+    said = "ran on 2 CPUs (1 on EPYC (avx2), 2 on EPYC (avx512_bf16)): each trained its own SFT"
+    assert said in shown.source
 
 
 def test_findings_render_cleanly_before_the_study_has_run(tmp_path):
