@@ -8,6 +8,7 @@ Example::
     star study --config-of reward__sum_tiny__s0 > run.yaml && star run run.yaml --grid reward
     star study --only reward --rerun --runs /tmp/again   # rerun published runs from scratch, then:
     star study --only reward --runs /tmp/again --verify  # do they match the published ones exactly?
+    star study --only algorithm --match '*_tiny_*' --dry-run          # one model size's block only
 
 The grids are ``configs/study/<grid>.yaml`` in the order ``configs/study/study.yaml`` gives; runs go to
 ``<runs>/<grid>/<run>/`` with the stage cache in ``<runs>/_stages`` (a killed study continues where it
@@ -15,7 +16,9 @@ stopped: finished runs are skipped, finished stages reused). Each finished run's
 ``reports/tiny-study/<finding>/<run>.parquet`` (no weights); ``--commit`` commits that one file. A run
 already published is not run again, even with no runs folder or cache left (``published``), and a run of
 the same config as a published one is published as its copy (``shared``); ``--rerun`` runs them all, e.g.
-into an empty ``--runs`` folder to check the published study with ``--verify``.
+into an empty ``--runs`` folder to check the published study with ``--verify`` (it never overwrites a
+published summary of the same config: to republish runs, e.g. one block rerun on one machine, ``git rm``
+their summaries first, then ``--match`` them with ``--rerun --commit``).
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--only", default="", help="comma-separated grids of the study, e.g. reward,noise")
     parser.add_argument(
         "--seeds", default=None, help="comma-separated seeds of every arm (default: the study's)"
+    )
+    parser.add_argument(
+        "--match",
+        default="",
+        help="comma-separated glob patterns of run names: only those runs, e.g. '*_tiny_*' (default: all)",
     )
     parser.add_argument("--runs", default="runs", help="runs folder (default: runs)")
     parser.add_argument("--cache", default=None, help="stage cache (default: <runs>/_stages)")
@@ -87,6 +95,7 @@ def run_study_command(args: argparse.Namespace) -> int:
         STUDY_FILE,
         describe_estimates,
         estimate,
+        matching,
         publication_status,
         read_study,
         run_study,
@@ -96,7 +105,9 @@ def run_study_command(args: argparse.Namespace) -> int:
     study = read_study(args.study or STUDY_FILE)
     seeds = parse_seeds(args.seeds) if args.seeds is not None else list(study.seeds)
     only = [name.strip() for name in args.only.split(",") if name.strip()]
+    match = [pattern.strip() for pattern in args.match.split(",") if pattern.strip()]
     grids = study.load_grids(only, seeds)
+    chosen = matching(grids, match)  # refuses a pattern that matches no run, before anything runs
     if len(seeds) < MIN_SEEDS:
         print(
             f"note: {len(seeds)} seed(s) per arm; the study's intervals need >= {MIN_SEEDS}", file=sys.stderr
@@ -110,12 +121,12 @@ def run_study_command(args: argparse.Namespace) -> int:
         raise ValueError(f"--config-of {args.config_of}: no run of that name in {[g.name for g in grids]}")
     out = args.out or str(PROJECT_ROOT / PUBLISHED_DIR)
     if args.dry_run:
-        print(describe_estimates(estimate(grids, study.timing), study.grid_budget_minutes, seeds))
+        print(describe_estimates(estimate(chosen, study.timing), study.grid_budget_minutes, seeds))
         if not args.rerun:
-            print(describe_left(grids, study.timing, publication_status(grids, out), out))
+            print(describe_left(chosen, study.timing, publication_status(chosen, out), out))
         return 0
     if args.verify:
-        return show_reproductions(verify_study(grids, args.runs, out), args.runs)
+        return show_reproductions(verify_study(chosen, args.runs, out), args.runs)
 
     def show(outcome: Any) -> None:
         extra = f"  {outcome.error}" if outcome.error else ("  committed" if outcome.committed else "")
@@ -129,6 +140,7 @@ def run_study_command(args: argparse.Namespace) -> int:
         commit=args.commit,
         rerun=args.rerun,
         isolate=not args.in_process,
+        match=match,
         on_run=show,
     )
     failed = [r for r in results if r.status == "failed"]

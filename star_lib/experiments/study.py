@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import fnmatch
 import json
 import os
 import subprocess
@@ -542,6 +543,7 @@ def run_study(
     commit: bool = False,
     rerun: bool = False,
     isolate: bool = False,
+    match: Sequence[str] = (),
     on_run: Callable[[StudyRun], None] | None = None,
 ) -> list[StudyRun]:
     """Run every grid's runs in order, publishing each finished run's summary (and committing it).
@@ -554,7 +556,8 @@ def run_study(
     :func:`verify_study`). A run already finished under ``runs_root`` is skipped by the runner; its summary
     is rewritten only when the published one is of another config. A failed run is reported and the study
     goes on. ``isolate=True`` runs each run in its own process (:func:`.runner.run_experiment_isolated`),
-    as ``star study`` does, so no run inherits the memory of the ones before it.
+    as ``star study`` does, so no run inherits the memory of the ones before it. ``match`` (glob patterns
+    of run names, :func:`matching`) leaves every other run alone; each grid's manifest still lists all.
     """
     from star_lib.experiments.runner import CACHE_DIRNAME, grid_dir
 
@@ -567,7 +570,7 @@ def run_study(
         for grid in grids:
             folder = grid_dir(runs_root, grid)
             grid.write_manifest(folder)
-            for config in grid.runs:
+            for config in matching([grid], match)[0].runs if match else grid.runs:
                 twin = published.get(config.fingerprint())
                 outcome = _study_run(
                     grid, config, folder, out_dir, cache, twin, commit=commit, isolate=isolate
@@ -578,6 +581,35 @@ def run_study(
                 if on_run is not None:
                     on_run(outcome)
     return results
+
+
+def matching(grids: Sequence[Grid], patterns: Sequence[str]) -> list[Grid]:
+    """Return each grid with only the runs whose name matches one of the glob ``patterns`` (all when none).
+
+    ``star study --match '*_tiny_*'`` runs one model size's block of a grid, e.g. to rerun it whole on one
+    machine. A grid left with no run keeps its place, empty.
+
+    Raises:
+        StudyError: a pattern matches no run of ``grids`` (naming it).
+
+    """
+    if not patterns:
+        return list(grids)
+    names = [config.name for grid in grids for config in grid.runs]
+    unmatched = [p for p in patterns if not fnmatch.filter(names, p)]
+    if unmatched:
+        raise StudyError(
+            f"--match {','.join(patterns)}: {unmatched} matches no run of {[g.name for g in grids]}"
+        )
+    return [
+        Grid(
+            grid.name,
+            tuple(c for c in grid.runs if any(fnmatch.fnmatchcase(c.name, p) for p in patterns)),
+            grid.axes,
+            grid.finding,
+        )
+        for grid in grids
+    ]
 
 
 @contextlib.contextmanager

@@ -387,6 +387,22 @@ def test_verify_finds_a_rerun_in_a_fresh_folder_reproduced_and_names_a_published
     assert "verify: 0 of 2 runs are finished" in capsys.readouterr().out
 
 
+def test_study_match_runs_only_the_runs_it_names_and_refuses_a_pattern_that_names_none(
+    tmp_path, toy_study, capsys
+):
+    from star_lib.experiments.grids import Grid
+
+    assert main([*study_args(tmp_path, toy_study), "--match", "*__success__*"]) == 0
+    assert "done     rewards__success__s0" in capsys.readouterr().out
+    published = [p.name for p in (tmp_path / "published" / "reward").glob("*.parquet")]
+    assert published == ["rewards__success__s0.parquet"]
+    assert not (tmp_path / "runs" / "rewards" / "rewards__sum__s0").exists()
+    manifest = Grid.from_manifest(tmp_path / "runs" / "rewards" / "grid.yaml")
+    assert [r.name for r in manifest.runs] == ["rewards__sum__s0", "rewards__success__s0"]  # the whole grid
+    assert main([*study_args(tmp_path, toy_study), "--match", "*_tiny-xl_*", "--dry-run"]) == 2
+    assert "--match *_tiny-xl_*: ['*_tiny-xl_*'] matches no run of ['rewards']" in capsys.readouterr().err
+
+
 def test_a_second_study_on_the_same_runs_folder_is_refused_naming_the_pid_that_holds_it(
     tmp_path, toy_study, capsys
 ):
