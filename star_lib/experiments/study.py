@@ -570,7 +570,7 @@ def run_study(
         for grid in grids:
             folder = grid_dir(runs_root, grid)
             grid.write_manifest(folder)
-            for config in matching([grid], match)[0].runs if match else grid.runs:
+            for config in (c for c in grid.runs if _matches(c.name, match)):
                 twin = published.get(config.fingerprint())
                 outcome = _study_run(
                     grid, config, folder, out_dir, cache, twin, commit=commit, isolate=isolate
@@ -593,8 +593,6 @@ def matching(grids: Sequence[Grid], patterns: Sequence[str]) -> list[Grid]:
         StudyError: a pattern matches no run of ``grids`` (naming it).
 
     """
-    if not patterns:
-        return list(grids)
     names = [config.name for grid in grids for config in grid.runs]
     unmatched = [p for p in patterns if not fnmatch.filter(names, p)]
     if unmatched:
@@ -602,14 +600,12 @@ def matching(grids: Sequence[Grid], patterns: Sequence[str]) -> list[Grid]:
             f"--match {','.join(patterns)}: {unmatched} matches no run of {[g.name for g in grids]}"
         )
     return [
-        Grid(
-            grid.name,
-            tuple(c for c in grid.runs if any(fnmatch.fnmatchcase(c.name, p) for p in patterns)),
-            grid.axes,
-            grid.finding,
-        )
-        for grid in grids
+        Grid(g.name, tuple(c for c in g.runs if _matches(c.name, patterns)), g.axes, g.finding) for g in grids
     ]
+
+
+def _matches(run: str, patterns: Sequence[str]) -> bool:
+    return not patterns or any(fnmatch.fnmatchcase(run, p) for p in patterns)
 
 
 @contextlib.contextmanager

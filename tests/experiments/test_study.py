@@ -392,15 +392,20 @@ def test_study_match_runs_only_the_runs_it_names_and_refuses_a_pattern_that_name
 ):
     from star_lib.experiments.grids import Grid
 
+    grid = yaml.safe_load((toy_study / "rewards.yaml").read_text())
+    (toy_study / "other.yaml").write_text(yaml.safe_dump({**grid, "name": "other", "finding": "noise"}))
+    (toy_study / "study.yaml").write_text(yaml.safe_dump({"grids": ["rewards", "other"], "seeds": [0]}))
     assert main([*study_args(tmp_path, toy_study), "--match", "*__success__*"]) == 0
-    assert "done     rewards__success__s0" in capsys.readouterr().out
+    out = capsys.readouterr().out  # a pattern need not match a run in every grid
+    assert "done     rewards__success__s0" in out and "other__success__s0" in out and "__sum__" not in out
     published = [p.name for p in (tmp_path / "published" / "reward").glob("*.parquet")]
     assert published == ["rewards__success__s0.parquet"]
     assert not (tmp_path / "runs" / "rewards" / "rewards__sum__s0").exists()
     manifest = Grid.from_manifest(tmp_path / "runs" / "rewards" / "grid.yaml")
     assert [r.name for r in manifest.runs] == ["rewards__sum__s0", "rewards__success__s0"]  # the whole grid
     assert main([*study_args(tmp_path, toy_study), "--match", "*_tiny-xl_*", "--dry-run"]) == 2
-    assert "--match *_tiny-xl_*: ['*_tiny-xl_*'] matches no run of ['rewards']" in capsys.readouterr().err
+    said = "--match *_tiny-xl_*: ['*_tiny-xl_*'] matches no run of ['rewards', 'other']"
+    assert said in capsys.readouterr().err
 
 
 def test_a_second_study_on_the_same_runs_folder_is_refused_naming_the_pid_that_holds_it(
