@@ -165,7 +165,12 @@ class EntropyVLLMPolicy(VLLMPolicy):
 
 
 def entropy_policy(trainer: Any, cfg: Any) -> Any:
-    """Build ARPO's rollout policy: the trained model with entropies (vLLM when TRL colocates an engine)."""
+    """Build ARPO's rollout policy: the trained model with entropies.
+
+    vLLM when TRL colocates an engine, :class:`~star_lib.agent.fastgen.FastPolicy` with
+    ``fast_generation`` (the tiny models' KV-cached CPU sampler), else the transformers backend; each
+    returns :class:`EntropyGeneration` with the entropies of a turn's first ``arpo.entropy_tokens`` tokens.
+    """
     from star_lib.agent.policies import SamplingParams
 
     arpo = cfg.arpo
@@ -175,6 +180,10 @@ def entropy_policy(trainer: Any, cfg: Any) -> Any:
         # TRL's generation object: the policy handles sleep mode and TP groups (see VLLMPolicy)
         return EntropyVLLMPolicy(trainer.vllm_generation, tokenizer, sampling, top_logprobs=arpo.top_logprobs)
     model = trainer.accelerator.unwrap_model(trainer.model)
+    if cfg.fast_generation:
+        from star_lib.agent.fastgen import FastPolicy
+
+        return FastPolicy(model, tokenizer, sampling, entropy_tokens=arpo.entropy_tokens)
     return TransformersPolicy(
         model, tokenizer, sampling, batch_size=cfg.batch_size, entropy_tokens=arpo.entropy_tokens
     )

@@ -331,11 +331,6 @@ class RLRunConfig:
             )
         if self.protocol not in ("react", "compact"):
             raise ValueError(f"protocol must be 'react' or 'compact', got {self.protocol!r}")
-        if self.fast_generation and self.algorithm == "arpo":
-            raise ValueError(
-                "ARPO branches on token entropies, which FastPolicy does not report: "
-                "set fast_generation: false or choose algorithm: grpo or dapo"
-            )
         self._check_rollout_overrides()
         self._coerce_nested()
         self._check_vllm()

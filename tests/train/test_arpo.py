@@ -191,6 +191,34 @@ def test_arpo_one_step_runs_and_changes_the_weights(rl_dir, tmp_path):
     assert row["arpo/entropy_delta_mean"] == pytest.approx(0.7)
 
 
+def test_arpo_on_the_fast_sampler_measures_real_entropies_and_trains(rl_dir, tmp_path):
+    """ARPO on FastPolicy (the tiny study's path): entropies from the live model on every turn.
+
+    (The untrained micro model earns no reward, so the step has no gradient: the scripted test above shows
+    an ARPO step moving the weights.)
+    """
+    import polars as pl
+
+    from star_lib.agent.fastgen import FastPolicy
+    from star_lib.train.arpo import entropy_policy
+    from star_lib.train.rl import run_rl
+
+    built = []
+
+    def factory(trainer, cfg):
+        built.append(entropy_policy(trainer, cfg))
+        return built[-1]
+
+    cfg = rl_config(rl_dir, tmp_path, algorithm="arpo", fast_generation=True, num_generations=4,
+                    learning_rate=1e-2, max_new_tokens=16, arpo={"entropy_tokens": 3})  # fmt: skip
+    result = run_rl(cfg, policy_factory=factory)
+    assert built and all(isinstance(p, FastPolicy) and p.entropy_tokens == 3 for p in built)
+    row = pl.read_parquet(result.metrics_path).filter(pl.col("stage") == "rl").row(0, named=True)
+    assert row["arpo/missing_entropy_turns"] == 0  # every turn carried its entropies
+    assert 0.9 < row["arpo/initial_entropy"] <= 1.0  # the untrained micro model is near uniform
+    assert row["env/n"] == 4  # G episodes for the one prompt (its chains topped up: nothing to branch on)
+
+
 @pytest.mark.gpu
 def test_arpo_vllm_policy_reports_entropies_on_gpu():
     torch = pytest.importorskip("torch")

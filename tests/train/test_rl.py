@@ -103,7 +103,6 @@ def test_rl_grpo_config_has_the_paper_modifications():
         {"protocol": "json"},
         {"rollout_overrides": {"on_format_eror": "stop"}},
         {"rollout_overrides": {"max_turns": 3}},  # an RLRunConfig field: set it there
-        {"algorithm": "arpo", "fast_generation": True},  # ARPO needs entropies
     ],
 )
 def test_rl_config_rejects_bad_values(kwargs):
