@@ -2060,7 +2060,16 @@ def interactions(
     joined = " × ".join(axes[1:])
     columns = [] if len(axes) == 2 else [pl.concat_str(cells[1:], separator=" · ").alias(joined)]
     chart = grid.select(cells[0], *columns, *cells[1:], "value", "sd", "n")
-    effects = factorial_effects(stats, axes)
+    effects, notes = factorial_effects(stats, axes), []
+    if effects["estimate"].is_null().all() and len(axes) > 2:
+        block = complete_block(stats, axes)
+        if block is not None:
+            (axis, level), rest = block
+            effects = factorial_effects(stats.filter(pl.col(axis) == level).drop(axis), rest)
+            notes.append(
+                f"The factorial has empty cells, so the effects are those of its complete {axis}={level} "
+                f"block ({' × '.join(rest)}, {len(rest)} axes)."
+            )
     comparisons = _factorial_comparisons(stats, axes, tolerance, stable_tolerance)
     head = verdict(comparisons, have_runs=True, scope=" × ".join(axes))
     finding = Finding(
@@ -2072,9 +2081,39 @@ def interactions(
         runs=_run_count(mine_rows),
         verdict=f"{head} {_effects_sentence(effects)}",
         tables={"effects": effects, "rates": rate_intervals(mine_rows, axes)},
-        notes=["The paper varies one axis at a time; the interaction itself has no paper reference."],
+        notes=["The paper varies one axis at a time; the interaction itself has no paper reference.", *notes],
     )
     return _finish(finding, stats, mine_rows, axes)
+
+
+def complete_block(stats: pl.DataFrame, axes: Sequence[str]) -> tuple[tuple[str, Any], list[str]] | None:
+    """Return ``((axis, level), other axes)`` of the largest complete two-level block of a factorial.
+
+    A factorial with empty cells (e.g. one model size not run yet) has no effects of its own; fixing one
+    axis at a level whose cells over the other axes (their first and last levels) all have a final pass
+    gives a smaller factorial that has. The block with most runs wins; None when no block is complete.
+
+    Example:
+        >>> cells = [("tiny", "sum", 0.0), ("tiny", "sum", 0.1), ("tiny", "curriculum", 0.0),
+        ...          ("tiny", "curriculum", 0.1), ("tiny-l", "sum", 0.0)]
+        >>> stats = pl.DataFrame(cells, schema=["model", "reward", "rate"], orient="row")
+        >>> stats = stats.with_columns(final_pass=pl.lit(0.4), runs=pl.lit(3))
+        >>> complete_block(stats, ["model", "reward", "rate"])
+        (('model', 'tiny'), ['reward', 'rate'])
+
+    """
+    found: list[tuple[int, tuple[str, Any], list[str]]] = []
+    for axis in axes:
+        rest = [a for a in axes if a != axis]
+        for level in sorted(set(stats[axis].to_list()), key=_sort_key):
+            block = stats.filter((pl.col(axis) == level) & pl.col("final_pass").is_not_null())
+            levels = [sorted(set(block[a].to_list()), key=_sort_key) for a in rest]
+            if any(len(v) < 2 for v in levels):
+                continue
+            corners = set(itertools.product(*[(v[0], v[-1]) for v in levels]))
+            if corners <= set(block.select(rest).iter_rows()):
+                found.append((int(block["runs"].sum()), (axis, level), rest))
+    return max(found, key=lambda f: f[0])[1:] if found else None
 
 
 def effect_chart_rows(effects: pl.DataFrame) -> pl.DataFrame:

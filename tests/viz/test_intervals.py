@@ -208,8 +208,21 @@ def test_interactions_without_per_query_lists_use_the_cells_ses_in_quadrature(tm
     assert finding.tables["effects"]["± 95 %"].to_list() == pytest.approx([expected] * 7)
 
 
-def test_interactions_with_a_missing_cell_estimate_nothing_and_say_so(tmp_path):
-    arms = [{**c, "rate": factorial_rate(c)} for c in FACTORIAL[:-1]]
+def test_interactions_with_a_missing_cell_estimate_the_effects_of_a_complete_block_and_say_so(tmp_path):
+    arms = [{**c, "rate": factorial_rate(c)} for c in FACTORIAL[:-1]]  # no tiny-l × curriculum × 0.1
+    folder = publish(tmp_path, "interactions", arms, seeds=1)
+    finding = findings.interactions(shown(folder, "interactions"), "tiny")
+    effects = {r["effect"]: r["estimate"] for r in finding.tables["effects"].iter_rows(named=True)}
+    block = ["reward (sum→curriculum)", "tool_failure_rate (0.0→0.1)", "reward × tool_failure_rate"]
+    assert list(effects) == block
+    assert effects["reward × tool_failure_rate"] == pytest.approx(0.06, abs=0.02)  # as in the whole factorial
+    assert effects["tool_failure_rate (0.0→0.1)"] == pytest.approx(-0.08, abs=0.02)
+    assert any("effects are those of its complete model=tiny-s block" in n for n in finding.notes)
+
+
+def test_interactions_with_no_complete_block_estimate_nothing_and_say_so(tmp_path):
+    gone = [FACTORIAL[0], FACTORIAL[-1]]  # tiny-s × sum × 0 and tiny-l × curriculum × 0.1: every block broken
+    arms = [{**c, "rate": factorial_rate(c)} for c in FACTORIAL if c not in gone]
     folder = publish(tmp_path, "interactions", arms, seeds=1)
     finding = findings.interactions(shown(folder, "interactions"), "tiny")
     assert finding.tables["effects"]["estimate"].null_count() == 7
