@@ -139,7 +139,7 @@ def run_algorithm(
         protocol = {
             "protocol": "compact",
             "rollout_overrides": {"on_format_error": "stop", "max_format_errors": 1},
-            "fast_generation": algorithm != "arpo",  # ARPO branches on entropies FastPolicy does not give
+            "fast_generation": True,  # all three on the KV-cached sampler (it gives ARPO its entropies)
             "token_ids": "sampled",
         }
     cfg = RLRunConfig(
