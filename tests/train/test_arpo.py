@@ -274,8 +274,15 @@ def test_arpo_vllm_entropy_policy_drives_trls_engine_object(monkeypatch):
     )
     trainer = types.SimpleNamespace(use_vllm=True, vllm_generation=generation, processing_class=tokenizer)
     cfg = RLRunConfig(
-        data="q", output_dir="o", model_path="m", algorithm="arpo", use_vllm=True, prompts_per_step=2,
-        world_size=2, vllm_tensor_parallel_size=2, arpo={"top_logprobs": 20},
+        data="q",
+        output_dir="o",
+        model_path="m",
+        algorithm="arpo",
+        use_vllm=True,
+        prompts_per_step=2,
+        world_size=2,
+        vllm_tensor_parallel_size=2,
+        arpo={"top_logprobs": 20},
     )
     policy = entropy_policy(trainer, cfg)
     assert isinstance(policy, EntropyVLLMPolicy) and policy.owner is generation
