@@ -190,7 +190,9 @@ def test_sft_config_of_the_tiny_preset_is_fp32(tmp_path):
     assert cfg.bf16 is False
 
 
-def test_models_paper_presets_keep_fp32_master_weights_under_bf16(tmp_path: Path, tiny_tokenizer):
+def test_models_paper_presets_keep_fp32_master_weights_under_bf16(
+    tmp_path: Path, tiny_tokenizer, native_bf16
+):
     """A Qwen preset loads fp32 weights (the optimizer's copy) while training asks for bf16 autocast."""
     import torch
 

@@ -73,7 +73,7 @@ def score_one_group(cfg: RLRunConfig, plan: list[str], world) -> tuple[Any, dict
     return trainer, out
 
 
-def test_rl_grpo_config_has_the_paper_modifications():
+def test_rl_grpo_config_has_the_paper_modifications(native_bf16):
     cfg = RLRunConfig(
         data="q.jsonl", output_dir="runs/x", model_path="m", num_generations=4, prompts_per_step=3
     )
@@ -243,7 +243,9 @@ def test_rl_one_grpo_step_changes_the_weights(rl_dir, tmp_path, world):
     ("world_size", "per_rank", "micro", "accumulation"),
     [(1, 128, 1, 128), (8, 16, 1, 16), (16, 8, 1, 8)],
 )
-def test_rl_paper_batch_is_global_and_splits_per_world_size(world_size, per_rank, micro, accumulation):
+def test_rl_paper_batch_is_global_and_splits_per_world_size(
+    world_size, per_rank, micro, accumulation, native_bf16
+):
     cfg = RLRunConfig(
         data="q",
         output_dir="o",
@@ -284,7 +286,7 @@ def test_rl_batch_that_does_not_split_is_refused_naming_the_option(kwargs, needl
         RLRunConfig(data="q", output_dir="o", model_path="m", num_generations=8, **kwargs)
 
 
-def test_rl_vllm_settings_reach_grpo_config():
+def test_rl_vllm_settings_reach_grpo_config(native_bf16):
     cfg = RLRunConfig(
         data="q",
         output_dir="o",

@@ -146,7 +146,7 @@ def test_sft_copy_warmup_runs_before_sft(sft_file: Path, tmp_path: Path):
     assert stages[:2] == ["warmup", "warmup"] and "sft" in stages
 
 
-def test_sft_build_config_takes_preset_then_overrides():
+def test_sft_build_config_takes_preset_then_overrides(native_bf16):
     cfg = SFTRunConfig(data="d", output_dir="runs/x", preset="qwen2.5-1.5b")
     args = build_sft_config(cfg)
     assert args.learning_rate == 5e-6 and args.lr_scheduler_type == "cosine" and args.num_train_epochs == 6
