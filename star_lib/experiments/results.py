@@ -52,6 +52,20 @@ SCHEMA: dict[str, Any] = {
     "note": pl.String,
 }
 """Columns of the tidy table (``relation`` is ``=`` for measured values, ``<`` for an upper bound)."""
+CURVE_SCHEMA: dict[str, Any] = {
+    "grid": pl.String,
+    "run": pl.String,
+    "finding": pl.String,
+    **AXIS_SCHEMA,
+    "stage": pl.String,
+    "step": pl.Int64,
+    "metric": pl.String,
+    "value": pl.Float64,
+}
+"""Columns of the per-step training curves (one row per run × stage × step × metric)."""
+RL_CURVE = "train/reward"
+"""The RL stage's per-step metric a published summary keeps as its training curve (``rl_steps``,
+``rl_reward``): the mean reward of each step's rollouts."""
 
 
 @dataclass

@@ -394,7 +394,7 @@ def run_summary(grid: Grid, config: ExperimentConfig, run_dir: Path, commit: tup
     """
     import polars as pl
 
-    from star_lib.experiments.results import AXIS_SCHEMA, held_out_outcomes, outcome_schema
+    from star_lib.experiments.results import AXIS_SCHEMA, RL_CURVE, held_out_outcomes, outcome_schema
     from star_lib.experiments.runner import read_run_record
 
     path = run_dir / "metrics.parquet"
@@ -409,7 +409,7 @@ def run_summary(grid: Grid, config: ExperimentConfig, run_dir: Path, commit: tup
             values[metric] = value
         elif metric == "cost/stage_wall_s":
             values[f"cost/{stage}_s"] = value
-    curve = metrics.filter((pl.col("stage") == "rl") & (pl.col("metric") == "train/reward")).sort("step")
+    curve = metrics.filter((pl.col("stage") == "rl") & (pl.col("metric") == RL_CURVE)).sort("step")
     outcomes = held_out_outcomes(run_dir)
     # the code that ran, as run.json recorded it at the start; `commit` only for runs older than that record
     ran_at = (record["commit"], bool(record.get("dirty"))) if record.get("commit") else commit

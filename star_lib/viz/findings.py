@@ -44,7 +44,15 @@ from typing import Any
 import polars as pl
 
 from star_lib.experiments.grids import PAPER_MODELS, finding_axes
-from star_lib.experiments.results import AXIS_SCHEMA, SCHEMA, STUDY_RESULTS, load_study, paper_reference
+from star_lib.experiments.results import (
+    AXIS_SCHEMA,
+    CURVE_SCHEMA,
+    RL_CURVE,
+    SCHEMA,
+    STUDY_RESULTS,
+    load_study,
+    paper_reference,
+)
 from star_lib.train.models import TINY_SCALE
 
 FINAL = "eval/final_pass"
@@ -598,6 +606,8 @@ class Finding:
     """The per-check failure profile per arm (:func:`check_failures`)."""
     shifts: list[str] = field(default_factory=list)
     """Gains that come with a shift in behaviour (:func:`behaviour_shifts`); also said in the verdict."""
+    arms: tuple[str, ...] = ()
+    """The axes whose values name one arm (``("model", "reward")``), as the health table groups them."""
 
     @property
     def comparison_table(self) -> pl.DataFrame:
@@ -627,6 +637,9 @@ class Shown:
     """Whose runs these are: the user's, the published study's, or neither (:data:`STUDY_MISSING`)."""
     study: bool = False
     """True when the rows are the published study's."""
+    curves: pl.DataFrame | None = None
+    """Per-step training metrics of the same runs (:func:`~star_lib.viz.runs.load_curves`' columns): the
+    user's when given, the published runs' RL reward curve (:func:`study_curves`) when the study is shown."""
 
 
 def study_rows(study: pl.DataFrame) -> pl.DataFrame:
@@ -705,35 +718,94 @@ def with_study(
     scale: str,
     study_dir: Any = STUDY_RESULTS,
     results_dir: Any = "the results folder",
+    curves: pl.DataFrame | None = None,
 ) -> Shown:
     """Return what a finding notebook shows: the user's runs of ``finding``, else the published tiny study.
 
     At ``tiny`` scale, when ``results`` holds no finished run of ``finding``, the published study's runs of it
-    (``study_dir``, ``reports/tiny-study/`` by default) are shown instead; when the study has none either,
-    the source sentence says so (:data:`STUDY_MISSING`) and the finding renders its empty tables.
+    (``study_dir``, ``reports/tiny-study/`` by default) are shown instead, with their RL reward curves
+    (:func:`study_curves`) in place of ``curves`` (the user's per-step metrics,
+    :func:`~star_lib.viz.runs.load_curves`); when the study has none either, the source sentence says so
+    (:data:`STUDY_MISSING`) and the finding renders its empty tables.
 
     Raises:
         ValueError: a published summary cannot be read (naming the file).
 
     """
     if ours(results, finding, scale).height:
-        return Shown(results, f"Showing your runs in {results_dir}.")
+        return Shown(results, f"Showing your runs in {results_dir}.", curves=curves)
     if scale != "tiny":
-        return Shown(results, f"No {finding} runs in {results_dir} yet.")
+        return Shown(results, f"No {finding} runs in {results_dir} yet.", curves=curves)
     try:
         study = load_study(study_dir, findings=[finding])
     except FileNotFoundError:
         study = pl.DataFrame()
     rows = study_rows(study)
     if rows.height == 0:
-        return Shown(results, f"No {finding} runs in {results_dir}, and {STUDY_MISSING}.")
+        return Shown(results, f"No {finding} runs in {results_dir}, and {STUDY_MISSING}.", curves=curves)
     commits = sorted({str(c)[:10] for c in study["commit"].drop_nulls()}) if "commit" in study.columns else []
     at = f" at commit {', '.join(commits)}" if commits else ""
     source = (
         f"No {finding} runs in {results_dir}: showing the published tiny study ({study.height} runs{at}, "
         f"{study_dir}).{machine_note(study)}"
     )
-    return Shown(pl.concat([results, rows], how="vertical_relaxed"), source, study=True)
+    frame = pl.concat([results, rows], how="vertical_relaxed")
+    return Shown(frame, source, study=True, curves=study_curves(study))
+
+
+def study_curves(study: pl.DataFrame) -> pl.DataFrame:
+    """Return the published runs' RL training curves (``rl_steps``, ``rl_reward``) as per-step rows.
+
+    The columns are :data:`~star_lib.experiments.results.CURVE_SCHEMA`, the metric :data:`RL_CURVE` of
+    stage ``rl``, so a notebook plots the published study's curves like the user's own runs'.
+    """
+    if not study.height or not {"rl_steps", "rl_reward"} <= set(study.columns):
+        return pl.DataFrame(schema=CURVE_SCHEMA)
+    ids = [k for k in CURVE_SCHEMA if k in study.columns and k not in ("stage", "step", "metric", "value")]
+    rows = (
+        study.filter(pl.col("rl_steps").list.len() == pl.col("rl_reward").list.len())
+        .select(*ids, pl.col("rl_steps").alias("step"), pl.col("rl_reward").alias("value"))
+        .explode("step", "value")
+        .filter(pl.col("step").is_not_null())
+        .with_columns(pl.lit("rl").alias("stage"), pl.lit(RL_CURVE).alias("metric"))
+    )
+    for key, dtype in CURVE_SCHEMA.items():
+        rows = rows.with_columns(
+            pl.col(key).cast(dtype) if key in rows.columns else pl.lit(None, dtype=dtype).alias(key)
+        )
+    return rows.select(list(CURVE_SCHEMA))
+
+
+def arm_curves(curves: pl.DataFrame | None, arms: Sequence[str], metric: str = RL_CURVE) -> pl.DataFrame:
+    """Average one per-step ``metric`` over each arm's seeds: the training curve per arm.
+
+    Args:
+        curves: Per-step rows (:data:`~star_lib.experiments.results.CURVE_SCHEMA`), e.g. :attr:`Shown.curves`.
+        arms: The axes whose values name an arm (:attr:`Finding.arms`).
+        metric: The per-step metric to plot (the RL rollouts' mean reward by default).
+
+    Returns:
+        Columns ``arm`` (e.g. ``tiny · sum``), ``step``, ``metric``, ``value`` (mean over the arm's runs)
+        and ``runs``, sorted by arm and step; empty when no run logged ``metric``.
+
+    """
+    schema = {"arm": pl.String, "step": pl.Int64, "metric": pl.String, "value": pl.Float64, "runs": pl.UInt32}
+    if curves is None or not curves.height:
+        return pl.DataFrame(schema=schema)
+    rows = curves.filter(pl.col("metric") == metric)
+    arms = [a for a in arms if a in rows.columns and rows[a].n_unique() > 1] or [
+        a for a in arms if a in rows.columns
+    ][:1]
+    if not rows.height or not arms:
+        return pl.DataFrame(schema=schema)
+    names = [pl.col(a).map_elements(lambda v, a=a: arm_label(a, v), return_dtype=pl.String) for a in arms]
+    return (
+        rows.with_columns(pl.concat_str(names, separator=" · ", ignore_nulls=True).alias("arm"))
+        .group_by("arm", "step", "metric")
+        .agg(pl.col("value").mean(), pl.col("run").n_unique().cast(pl.UInt32).alias("runs"))
+        .sort("arm", "step")
+        .select(list(schema))
+    )
 
 
 def machine_note(study: pl.DataFrame) -> str:
@@ -1349,6 +1421,7 @@ def _finish(finding: Finding, stats: pl.DataFrame, rows: pl.DataFrame, by: Seque
     """Attach the run-health and check tables to a finding, and say any behaviour shift in its prose."""
     finding.health = health_table(stats)
     finding.checks = check_failures(rows, by)
+    finding.arms = tuple(by)
     shifts = behaviour_shifts(finding.comparisons, stats)
     finding.shifts = shifts
     if shifts and finding.runs:

@@ -183,26 +183,17 @@ def load_curves(
         prefixes: Only metrics starting with one of these (all when empty).
 
     Returns:
-        Columns ``grid``, ``run``, ``finding``, the axes, ``stage``, ``step``, ``metric``, ``value``.
+        :data:`~star_lib.experiments.results.CURVE_SCHEMA`: ``grid``, ``run``, ``finding``, the axes,
+        ``stage``, ``step``, ``metric``, ``value``.
 
     """
     import polars as pl
 
     from star_lib.experiments.config import ExperimentConfig
-    from star_lib.experiments.results import AXIS_SCHEMA
+    from star_lib.experiments.results import CURVE_SCHEMA as schema
     from star_lib.experiments.runner import read_run_record
     from star_lib.io import read_yaml
 
-    schema = {
-        "grid": pl.String,
-        "run": pl.String,
-        "finding": pl.String,
-        **AXIS_SCHEMA,
-        "stage": pl.String,
-        "step": pl.Int64,
-        "metric": pl.String,
-        "value": pl.Float64,
-    }
     root = Path(root)
     frames = []
     for grid_folder in sorted(p for p in root.glob("*") if p.is_dir() and not p.name.startswith(("_", "."))):

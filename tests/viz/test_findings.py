@@ -407,6 +407,33 @@ def test_a_study_whose_runs_ran_on_two_cpus_says_so_above_its_charts(tmp_path):
     assert said in shown.source
 
 
+def test_the_published_study_brings_its_rl_curves_and_each_arm_gets_its_mean_curve(tmp_path):
+    for seed, (first, last) in enumerate(((0.1, 0.5), (0.3, 0.7), (0.2, 0.0))):  # seed 2 collapses
+        for rate in (0.0, 0.1):
+            curve = {"rl_steps": [1, 2], "rl_reward": [first + rate, last + rate]}
+            _summary(tmp_path, "noise", "noise", f"fail={rate}", seed, tool_failure_rate=rate,
+                     **curve, **{FINAL: 0.4, "eval/n": 10.0})  # fmt: skip
+    shown = findings.with_study(pl.DataFrame(schema=SCHEMA), "noise", "tiny", study_dir=tmp_path)
+    curves = shown.curves
+    assert curves is not None and curves.height == 12  # 6 runs × 2 steps
+    from star_lib.experiments.results import CURVE_SCHEMA, RL_CURVE
+
+    assert dict(curves.schema) == CURVE_SCHEMA and set(curves["metric"]) == {RL_CURVE}
+    finding = findings.env_noise(shown.frame, "tiny", curves)
+    assert finding.arms == ("model", "tool_failure_rate")
+    mean = findings.arm_curves(curves, finding.arms)
+    assert mean["arm"].unique().sort().to_list() == ["fail=0", "fail=0.1"]  # the model is one: not named
+    at = {(a, s): v for a, s, v in mean.select("arm", "step", "value").iter_rows()}
+    assert at["fail=0", 1] == pytest.approx(0.2) and at["fail=0", 2] == pytest.approx(0.4)
+    assert at["fail=0.1", 2] == pytest.approx(0.5) and set(mean["runs"]) == {3}
+    # the user's own curves pass through untouched; nothing logged, nothing drawn
+    mine = results({"finding": "noise", "tool_failure_rate": 0.0, "value": 0.9})
+    passed = findings.with_study(mine, "noise", "tiny", study_dir=tmp_path, curves=curves[:2]).curves
+    assert passed is not None and passed.height == 2
+    assert findings.arm_curves(None, finding.arms).height == 0
+    assert findings.arm_curves(curves, finding.arms, metric="train/loss").height == 0
+
+
 def test_findings_render_cleanly_before_the_study_has_run(tmp_path):
     empty = pl.DataFrame(schema=SCHEMA)
     for folder in (tmp_path / "none", tmp_path):  # no folder, then an empty one
