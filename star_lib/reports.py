@@ -4,7 +4,8 @@
 notebooks' parameters (``results_dir``, ``scale``, ``launch``, ``figures_dir``), and writes into ``reports/``:
 
 - ``<name>.ipynb`` — the executed notebook (also when a cell failed: the error is in it), signed as trusted
-  (:func:`trust_notebook`, what ``jupyter trust`` does) so JupyterLab runs its charts' scripts;
+  (:func:`trust_notebook`, what ``jupyter trust`` does) so JupyterLab runs its charts' scripts; not kept
+  with ``--no-notebooks`` (:attr:`ReportConfig.keep_notebooks`);
 - ``<name>.html`` — an offline HTML page (nbconvert's lab template without MathJax, RequireJS, Mermaid or
   widget scripts — nothing loads from a CDN): figures are interactive charts (tooltips, zoom) drawn by the
   Vega bundle the page inlines once in its ``<head>`` (:func:`star_lib.viz.charts.hoist_vega_bundle`), with
@@ -85,6 +86,9 @@ class ReportConfig:
     """Longest a single cell may run."""
     progress: bool = True
     """Show a progress bar."""
+    keep_notebooks: bool = True
+    """Keep each executed ``.ipynb`` beside its HTML; ``False`` publishes HTML, figures and the index only
+    (pages meant for git: an executed notebook is about twice its page's size)."""
 
     def __post_init__(self) -> None:
         if self.scale not in SCALES:
@@ -274,7 +278,11 @@ def run_notebook(source: Path, cfg: ReportConfig) -> NotebookReport:
         report.summary = summaries[-1] if summaries else None
         report.figures = _outputs(nb, "figure")
         report.html = notebook_to_html(report.executed, out_dir / f"{name}.html")
-        trust_notebook(report.executed)
+        if cfg.keep_notebooks:
+            trust_notebook(report.executed)
+        else:
+            report.executed.unlink()
+            report.executed = None
     return report
 
 

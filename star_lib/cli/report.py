@@ -33,6 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     report.add_argument("--kernel", default="python3", help="Jupyter kernel (default: python3 = this Python)")
     report.add_argument("--no-progress", action="store_true", help="no progress bar")
+    report.add_argument(
+        "--no-notebooks",
+        action="store_true",
+        help="write HTML pages, figures and the index only, not the executed .ipynb (pages kept in git)",
+    )
     report.set_defaults(func=_report)
 
     lab = sub.add_parser(
@@ -63,6 +68,7 @@ def _report(args: argparse.Namespace) -> int:
         only=tuple(args.only.split(",")) if args.only else (),
         kernel_name=args.kernel,
         progress=not args.no_progress,
+        keep_notebooks=not args.no_notebooks,
     )
     console = Console(width=160)
 

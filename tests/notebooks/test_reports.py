@@ -133,6 +133,19 @@ def test_reports_only_runs_the_selected_notebooks(tmp_path):
     assert not (tmp_path / "out" / "02_b.ipynb").exists()
 
 
+def test_reports_without_notebooks_publish_pages_that_link_nothing_missing(tmp_path):
+    notebooks = tmp_path / "nb"
+    notebooks.mkdir()
+    _notebook(notebooks / "01_a.ipynb", "print('page body')")
+    out = tmp_path / "out"
+    args = ["report", "--notebooks", str(notebooks), "--out", str(out), "--results-dir", str(tmp_path)]
+    assert main([*args, "--no-progress", "--no-notebooks"]) == 0
+    assert (out / "01_a.html").is_file() and "page body" in (out / "01_a.html").read_text()
+    assert not (out / "01_a.ipynb").exists()
+    index = (out / "index.html").read_text()
+    assert 'href="01_a.html"' in index and "01_a.ipynb" not in index
+
+
 DEMO_METRICS = {
     "eval/final_pass": 0.0,
     "eval/termination/answer": 0.0,
