@@ -793,12 +793,11 @@ def arm_curves(curves: pl.DataFrame | None, arms: Sequence[str], metric: str = R
     if curves is None or not curves.height:
         return pl.DataFrame(schema=schema)
     rows = curves.filter(pl.col("metric") == metric)
-    arms = [a for a in arms if a in rows.columns and rows[a].n_unique() > 1] or [
-        a for a in arms if a in rows.columns
-    ][:1]
-    if not rows.height or not arms:
+    present = [a for a in arms if a in rows.columns]
+    named = [a for a in present if rows[a].n_unique() > 1] or present[:1]  # an axis with one value: unnamed
+    if not rows.height or not named:
         return pl.DataFrame(schema=schema)
-    names = [pl.col(a).map_elements(lambda v, a=a: arm_label(a, v), return_dtype=pl.String) for a in arms]
+    names = [pl.col(a).map_elements(lambda v, a=a: arm_label(a, v), return_dtype=pl.String) for a in named]
     return (
         rows.with_columns(pl.concat_str(names, separator=" · ", ignore_nulls=True).alias("arm"))
         .group_by("arm", "step", "metric")
