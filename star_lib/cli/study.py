@@ -103,10 +103,11 @@ def run_study_command(args: argparse.Namespace) -> int:
     )
 
     study = read_study(args.study or STUDY_FILE)
-    seeds = parse_seeds(args.seeds) if args.seeds is not None else list(study.seeds)
+    asked = parse_seeds(args.seeds) if args.seeds is not None else None  # None: the study's, top-ups included
+    seeds = asked if asked is not None else list(study.seeds)
     only = [name.strip() for name in args.only.split(",") if name.strip()]
     match = [pattern.strip() for pattern in args.match.split(",") if pattern.strip()]
-    grids = study.load_grids(only, seeds)
+    grids = study.load_grids(only, asked)
     chosen = matching(grids, match)  # refuses a pattern that matches no run, before anything runs
     if len(seeds) < MIN_SEEDS:
         print(
@@ -121,7 +122,7 @@ def run_study_command(args: argparse.Namespace) -> int:
         raise ValueError(f"--config-of {args.config_of}: no run of that name in {[g.name for g in grids]}")
     out = args.out or str(PROJECT_ROOT / PUBLISHED_DIR)
     if args.dry_run:
-        print(describe_estimates(estimate(chosen, study.timing), study.grid_budget_minutes, seeds))
+        print(describe_estimates(estimate(chosen, study.timing), study.grid_budget_minutes))
         if not args.rerun:
             print(describe_left(chosen, study.timing, publication_status(chosen, out), out))
         return 0

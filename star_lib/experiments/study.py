@@ -27,7 +27,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +105,22 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class MoreSeeds:
+    """A precision top-up: the runs of some grids that also run with further seeds.
+
+    Added where the study's seeds left an arm's 95 % interval wider than the study aims for, for the
+    arm's whole block (e.g. every ``tiny-l`` run of a grid), so comparisons inside the block stay balanced.
+    """
+
+    grids: tuple[str, ...]
+    """Grid names the top-up applies to."""
+    match: str
+    """Glob of the run names that get the seeds, as ``star study --match`` takes it (``*_tiny-l_*``)."""
+    seeds: tuple[int, ...]
+    """The further seeds."""
+
+
+@dataclass(frozen=True)
 class StudyConfig:
     """``study.yaml``: which grids, in which order, with which seeds, budget and timings."""
 
@@ -120,6 +136,8 @@ class StudyConfig:
     """Stage timings of the estimate."""
     folder: Path = STUDY_DIR
     """Folder of the grid files."""
+    more_seeds: tuple[MoreSeeds, ...] = ()
+    """Precision top-ups (``more_seeds`` in ``study.yaml``), applied when ``--seeds`` is not given."""
 
     def grid_path(self, name: str) -> Path:
         """Return the YAML file of grid ``name``."""
@@ -127,6 +145,8 @@ class StudyConfig:
 
     def load_grids(self, only: Sequence[str] = (), seeds: Sequence[int] | None = None) -> list[Grid]:
         """Return the study's grids in order (``only``: those grid names only), each with ``seeds``.
+
+        Without ``seeds``, each grid runs with the study's seeds plus its :attr:`more_seeds` top-ups.
 
         Raises:
             StudyError: ``only`` names no grid of the study.
@@ -140,8 +160,20 @@ class StudyConfig:
                     f"--only {','.join(only)}: {unknown} is not a grid of the study {list(self.grids)}"
                 )
             wanted = [name for name in self.grids if name in only]
-        chosen = list(seeds) if seeds is not None else list(self.seeds)
-        return [load_grid(self.grid_path(name), seeds=chosen) for name in wanted]
+        if seeds is not None:
+            return [load_grid(self.grid_path(name), seeds=list(seeds)) for name in wanted]
+        grids = [load_grid(self.grid_path(name), seeds=list(self.seeds)) for name in wanted]
+        return [self._with_more_seeds(grid) for grid in grids]
+
+    def _with_more_seeds(self, grid: Grid) -> Grid:
+        """Add the runs of the top-ups that apply to ``grid``."""
+        runs = list(grid.runs)
+        for more in self.more_seeds:
+            if grid.name in more.grids:
+                extra = load_grid(self.grid_path(grid.name), seeds=list(more.seeds)).runs
+                have = {r.name for r in runs}
+                runs += [r for r in extra if r.name not in have and fnmatch.fnmatch(r.name, more.match)]
+        return grid if len(runs) == len(grid.runs) else replace(grid, runs=tuple(runs))
 
 
 def read_study(path: str | os.PathLike[str] = STUDY_FILE) -> StudyConfig:
@@ -158,7 +190,7 @@ def read_study(path: str | os.PathLike[str] = STUDY_FILE) -> StudyConfig:
     data = read_yaml(path) or {}
     if not isinstance(data, dict):
         raise StudyError(f"{path}: a study file is a mapping of settings, got {type(data).__name__}")
-    allowed = ["scale", "seeds", "grids", "grid_budget_minutes", "timing"]
+    allowed = ["scale", "seeds", "grids", "grid_budget_minutes", "timing", "more_seeds"]
     unknown = sorted(set(data) - set(allowed))
     if unknown:
         raise StudyError(f"{path}: unknown key(s) {unknown}; allowed keys are {allowed}")
@@ -181,11 +213,41 @@ def read_study(path: str | os.PathLike[str] = STUDY_FILE) -> StudyConfig:
     return StudyConfig(
         grids=tuple(grids),
         seeds=tuple(seeds),
+        more_seeds=_more_seeds(path, data.get("more_seeds") or [], grids),
         scale=str(data.get("scale", "tiny")),
         grid_budget_minutes=float(budget),
         timing=Timing(**timing),
         folder=path.parent,
     )
+
+
+def _more_seeds(path: Path, entries: Any, grids: Sequence[str]) -> tuple[MoreSeeds, ...]:
+    """Read ``more_seeds``: a list of ``{grids: [...], match: "<glob>", seeds: [...]}`` (:class:`MoreSeeds`).
+
+    Raises:
+        StudyError: an entry of another shape, naming the file and the entry.
+
+    """
+    usage = 'give a list of {grids: [<grid>, ...], match: "<run-name glob>", seeds: [<int>, ...]}'
+    if not isinstance(entries, list):
+        raise StudyError(f"{path}: more_seeds: {usage}, got {entries!r}")
+    out = []
+    for entry in entries:
+        if not isinstance(entry, dict) or set(entry) != {"grids", "match", "seeds"}:
+            raise StudyError(f"{path}: more_seeds: {usage}, got {entry!r}")
+        names, match, seeds = entry["grids"], entry["match"], entry["seeds"]
+        if not isinstance(names, list) or not names or any(n not in grids for n in names):
+            raise StudyError(
+                f"{path}: more_seeds: grids {names!r} must name grids of the study {list(grids)}"
+            )
+        if not isinstance(match, str) or not match:
+            raise StudyError(f"{path}: more_seeds: match must be a glob of run names, got {match!r}")
+        if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and x >= 0 for x in seeds):
+            raise StudyError(
+                f"{path}: more_seeds: seeds must be a non-empty list of integers >= 0, got {seeds!r}"
+            )
+        out.append(MoreSeeds(tuple(names), match, tuple(seeds)))
+    return tuple(out)
 
 
 # ───────────────────────────── estimate ─────────────────────────────
@@ -343,16 +405,20 @@ def publication_status(grids: Sequence[Grid], out_dir: str | os.PathLike[str]) -
     return status
 
 
-def describe_estimates(estimates: Sequence[GridEstimate], budget_minutes: float, seeds: Sequence[int]) -> str:
+def describe_estimates(estimates: Sequence[GridEstimate], budget_minutes: float) -> str:
     """Return the dry run's text: every run with the stages it adds, and per grid its minutes."""
     lines = []
     total = 0.0
     for est in estimates:
         grid = est.grid
         arms = sorted({r.name.rsplit("__s", 1)[0] for r in grid.runs})
+        seeds = sorted({r.seed for r in grid.runs})
+        shape = f"= {len(arms)} arms x {len(seeds)} seeds {seeds}"
+        if len(grid) != len(arms) * len(seeds):  # a top-up (study.yaml more_seeds) gave some arms more seeds
+            shape = f"over {len(arms)} arms, seeds {seeds} (more_seeds: some arms have more)"
         lines.append(
-            f"{grid.name} (finding {grid.finding}): {len(grid)} runs = {len(arms)} arms x {len(seeds)} seeds "
-            f"{list(seeds)}; axes {[a for a in grid.axes if a != 'seed']}"
+            f"{grid.name} (finding {grid.finding}): {len(grid)} runs {shape}; "
+            f"axes {[a for a in grid.axes if a != 'seed']}"
         )
         for run in est.runs:
             added = ", ".join(f"{s} {v / 60:.1f}" for s, v in run.new.items()) or "all stages shared"

@@ -182,6 +182,41 @@ def test_study_dry_run_lists_every_finding_with_three_seeds_per_arm_within_the_b
     assert models == {"tiny-s", "tiny", "tiny-l"}  # the scale axis
 
 
+def test_more_seeds_tops_up_one_block_of_a_grid_and_yields_to_explicit_seeds(toy_study):
+    from star_lib.experiments.study import StudyError, read_study
+
+    path = toy_study / "study.yaml"
+    top_up = {"grids": ["rewards"], "match": "*success*", "seeds": [3, 4]}
+    path.write_text(yaml.safe_dump({"grids": ["rewards"], "seeds": [0, 1], "more_seeds": [top_up]}))
+    (grid,) = read_study(path).load_grids()
+    names = sorted(c.name for c in grid.runs)
+    assert names == [
+        "rewards__success__s0", "rewards__success__s1", "rewards__success__s3", "rewards__success__s4",
+        "rewards__sum__s0", "rewards__sum__s1",
+    ]  # fmt: skip
+    (explicit,) = read_study(path).load_grids(seeds=[7])  # --seeds names every seed itself
+    assert sorted(c.name for c in explicit.runs) == ["rewards__success__s7", "rewards__sum__s7"]
+    for bad, said in (
+        ({**top_up, "grids": ["nope"]}, "grids"),
+        ({**top_up, "seeds": [-1]}, "seeds"),
+        ({"grids": ["rewards"], "seeds": [3]}, "run-name glob"),  # no match: the usage
+    ):
+        path.write_text(yaml.safe_dump({"grids": ["rewards"], "more_seeds": [bad]}))
+        with pytest.raises(StudyError, match=f"study.yaml: more_seeds: .*{said}"):
+            read_study(path)
+
+
+def test_the_study_tops_up_the_tiny_l_blocks_whose_intervals_were_wide():
+    from star_lib.experiments.study import read_study
+
+    algorithm, interactions = read_study().load_grids(["algorithm", "interactions"])
+    for grid in (algorithm, interactions):
+        seeds: dict[str, set[int]] = {}
+        for config in grid.runs:
+            seeds.setdefault(config.model, set()).add(config.seed)
+        assert seeds == {"tiny": {0, 1, 2}, "tiny-l": {0, 1, 2, 3, 4}}, grid.name
+
+
 def test_study_estimate_shares_sft_across_arms_and_grids():
     from star_lib.experiments.study import Timing, estimate, read_study
 
