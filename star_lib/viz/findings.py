@@ -797,9 +797,8 @@ def arm_curves(curves: pl.DataFrame | None, arms: Sequence[str], metric: str = R
     named = [a for a in present if rows[a].n_unique() > 1] or present[:1]  # an axis with one value: unnamed
     if not rows.height or not named:
         return pl.DataFrame(schema=schema)
-    names = [pl.col(a).map_elements(lambda v, a=a: arm_label(a, v), return_dtype=pl.String) for a in named]
     return (
-        rows.with_columns(pl.concat_str(names, separator=" · ", ignore_nulls=True).alias("arm"))
+        rows.with_columns(arm_name(named, ignore_nulls=True).alias("arm"))
         .group_by("arm", "step", "metric")
         .agg(pl.col("value").mean(), pl.col("run").n_unique().cast(pl.UInt32).alias("runs"))
         .sort("arm", "step")
@@ -1113,6 +1112,15 @@ def arm_label(axis: str, value: Any) -> str:
     return str(value)
 
 
+def arm_name(axes: Sequence[str], *, ignore_nulls: bool = False) -> pl.Expr:
+    """Return the expression that names each row's arm: its ``axes`` labels joined by `` · ``.
+
+    E.g. ``tiny-l · fail=0.1`` (:func:`arm_label` per axis); ``ignore_nulls`` skips an axis a row lacks.
+    """
+    labels = [pl.col(a).map_elements(lambda v, a=a: arm_label(a, v), return_dtype=pl.String) for a in axes]
+    return pl.concat_str(labels, separator=" · ", ignore_nulls=ignore_nulls)
+
+
 def arm_stats(rows: pl.DataFrame, by: Sequence[str], metric: str = FINAL) -> pl.DataFrame:
     """Per arm (one row per combination of ``by``, seeds pooled): final pass with its interval and the health.
 
@@ -1313,11 +1321,7 @@ def check_failures(rows: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     if picked.height == 0:
         return pl.DataFrame(schema={"check": pl.String})
     labelled = picked.with_columns(
-        pl.concat_str(
-            [pl.col(k).map_elements(lambda v, k=k: arm_label(k, v), return_dtype=pl.String) for k in by],
-            separator=" · ",
-        ).alias("arm"),
-        pl.col("metric").str.strip_prefix("eval/").alias("check"),
+        arm_name(by).alias("arm"), pl.col("metric").str.strip_prefix("eval/").alias("check")
     )
     order = labelled.sort(list(by))["arm"].unique(maintain_order=True).to_list()
     wide = (
