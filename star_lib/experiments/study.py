@@ -200,9 +200,7 @@ def read_study(path: str | os.PathLike[str] = STUDY_FILE) -> StudyConfig:
     missing = [g for g in grids if not (path.parent / f"{g}.yaml").is_file()]
     if missing:
         raise FileNotFoundError(f"{path}: grids {missing} have no file {path.parent}/<grid>.yaml")
-    seeds = data.get("seeds", [0, 1, 2])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
-        raise StudyError(f"{path}: seeds: give a non-empty list of integers >= 0, got {seeds!r}")
+    seeds = _seed_list(path, "seeds", data.get("seeds", [0, 1, 2]))
     timing = data.get("timing") or {}
     fields_ = set(Timing.__dataclass_fields__)
     if not isinstance(timing, dict) or set(timing) - fields_:
@@ -212,7 +210,7 @@ def read_study(path: str | os.PathLike[str] = STUDY_FILE) -> StudyConfig:
         raise StudyError(f"{path}: grid_budget_minutes: give a positive number of minutes, got {budget!r}")
     return StudyConfig(
         grids=tuple(grids),
-        seeds=tuple(seeds),
+        seeds=seeds,
         more_seeds=_more_seeds(path, data.get("more_seeds") or [], grids),
         scale=str(data.get("scale", "tiny")),
         grid_budget_minutes=float(budget),
@@ -242,12 +240,15 @@ def _more_seeds(path: Path, entries: Any, grids: Sequence[str]) -> tuple[MoreSee
             )
         if not isinstance(match, str) or not match:
             raise StudyError(f"{path}: more_seeds: match must be a glob of run names, got {match!r}")
-        if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and x >= 0 for x in seeds):
-            raise StudyError(
-                f"{path}: more_seeds: seeds must be a non-empty list of integers >= 0, got {seeds!r}"
-            )
-        out.append(MoreSeeds(tuple(names), match, tuple(seeds)))
+        out.append(MoreSeeds(tuple(names), match, _seed_list(path, "more_seeds: seeds", seeds)))
     return tuple(out)
+
+
+def _seed_list(path: Path, key: str, seeds: Any) -> tuple[int, ...]:
+    """Return ``seeds`` as a tuple, or raise :class:`StudyError` naming the file and ``key``."""
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
+        raise StudyError(f"{path}: {key}: give a non-empty list of integers >= 0, got {seeds!r}")
+    return tuple(seeds)
 
 
 # ───────────────────────────── estimate ─────────────────────────────
