@@ -108,8 +108,9 @@ class Timing:
 class MoreSeeds:
     """A precision top-up: the runs of some grids that also run with further seeds.
 
-    Added where the study's seeds left an arm's 95 % interval wider than the study aims for, for the
-    arm's whole block (e.g. every ``tiny-l`` run of a grid), so comparisons inside the block stay balanced.
+    Added where the study's seeds left an arm's 95 % interval wider than the study aims for: for a block
+    of arms (every ``tiny-l`` run of a grid), or for one arm. Each arm's interval bootstraps its own seeds,
+    so arms with more seeds than their neighbours are compared as fairly as balanced ones.
     """
 
     grids: tuple[str, ...]

@@ -228,12 +228,17 @@ def contrast_se(
     weights: Sequence[float],
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
+    seeds: int | None = None,
 ) -> float:
     """Return the bootstrap SE of ``sum(w * cell mean)`` over cells that share their held-out queries.
 
     Each resample draws the queries with replacement once — the same indices for every cell, so the query
     difficulty common to the cells cancels in a difference (the paired bootstrap) — and each cell's runs
     (seeds) with replacement, independently per cell. One cell with weight 1 gives the arm's own SE.
+
+    ``seeds`` draws that many runs per cell instead of the cell's own count: the SE a design with that many
+    seeds would get, projected from the runs at hand (their spread stands for every seed's; see
+    :func:`seeds_for`).
 
     Raises:
         ValueError: the cells do not share their queries, or ``weights`` does not match ``cells``.
@@ -259,10 +264,42 @@ def contrast_se(
     for cell, weight in zip(cells, weights, strict=True):
         matrix = np.asarray(cell.values, dtype=float)
         runs = matrix.shape[0]
-        picks = rng.integers(0, runs, size=(resamples, runs))
+        drawn_runs = runs if seeds is None else seeds
+        picks = rng.integers(0, runs, size=(resamples, drawn_runs))
         run_counts = np.stack([np.bincount(row, minlength=runs) for row in picks]).astype(float)
-        total += weight * np.einsum("bs,sq,bq->b", run_counts, matrix, query_counts) / (runs * n_queries)
+        total += (
+            weight * np.einsum("bs,sq,bq->b", run_counts, matrix, query_counts) / (drawn_runs * n_queries)
+        )
     return float(total.std(ddof=1))
+
+
+def seeds_for(outcomes: Outcomes, half_width: float, most: int = 20) -> int | None:
+    """Return the fewest seeds whose projected 95 % half-width of the arm's rate is at most ``half_width``.
+
+    The projection is :func:`contrast_se` drawing ``n`` seeds from the arm's runs: their spread stands for
+    every seed's, so it cannot foresee a seed unlike the ones at hand, and with few runs it errs low. More
+    seeds only shrink the seeds' share of the interval; the held-out queries' share stays, so an arm whose
+    queries alone give more than ``half_width`` never gets there: None when ``most`` seeds do not.
+
+    Example:
+        >>> same = Outcomes((1, 2, 3, 4), ((1, 0, 1, 0), (1, 0, 1, 0)))
+        >>> seeds_for(same, 0.5), seeds_for(same, 0.1)
+        (1, None)
+
+    """
+    if half_width <= 0 or most < 1:
+        raise ValueError(f"half_width must be > 0 and most >= 1, got {half_width} and {most}")
+
+    def fits(n: int) -> bool:
+        return INTERVAL_Z * contrast_se([outcomes], [1.0], seeds=n) <= half_width
+
+    if not fits(most):
+        return None
+    low, high = 1, most  # the smallest n that fits lies in [low, high]; the SE falls as n grows
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if fits(middle) else (middle + 1, high)
+    return low
 
 
 def shares_queries(cells: Sequence[Outcomes | None]) -> bool:
@@ -1282,6 +1319,21 @@ def rate_intervals(rows: pl.DataFrame, by: Sequence[str], split: str = "eval") -
         )
     frame = pl.DataFrame(out, schema=schema)
     return frame.sort([*by, pl.col("rate").replace_strict(order, default=99)])
+
+
+def seeds_table(
+    stats: pl.DataFrame, by: Sequence[str], half_width: float = 0.05, most: int = 20
+) -> pl.DataFrame:
+    """Per arm of :func:`arm_stats`: its runs, its interval now and the seeds it needs for ``± half_width``.
+
+    ``seeds needed`` is :func:`seeds_for` (null when the arm's runs list no per-query outcomes, or when
+    ``most`` seeds would not do: the held-out queries alone are wider). Planning a grid's seeds from a
+    first pass of its runs: e.g. ``seeds_table(arm_stats(rows, ["model", "algorithm"]), [...])``.
+    """
+    needed = [None if o is None else seeds_for(o, half_width, most) for o in _outcomes_of(stats)]
+    return stats.select(*by, "runs", "final_pass", "± (95 %)").with_columns(
+        pl.Series("seeds needed", needed, dtype=pl.UInt32)
+    )
 
 
 def _outcomes_of(stats: pl.DataFrame) -> list[Outcomes | None]:

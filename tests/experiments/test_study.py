@@ -160,7 +160,7 @@ def test_synth_ood_in_a_single_world_is_refused_naming_the_world_source(tmp_path
 # ───────────────────────────── the study's grids ─────────────────────────────
 
 
-def test_study_dry_run_lists_every_finding_with_three_seeds_per_arm_within_the_budget(capsys):
+def test_study_dry_run_lists_every_finding_with_three_seeds_per_arm_and_flags_grids_over_budget(capsys):
     from star_lib.experiments.grids import FINDINGS
     from star_lib.experiments.study import read_study
 
@@ -177,7 +177,14 @@ def test_study_dry_run_lists_every_finding_with_three_seeds_per_arm_within_the_b
             assert config.synth["ood"]["n"] >= 200 and config.synth["n_test"] >= 200  # issue 13: >= 200
         assert arms and all(len(seeds) >= 3 for seeds in arms.values()), grid.name
         assert f"{grid.name} (finding {grid.finding}): {len(grid)} runs" in out
-    assert "OVER" not in out  # every grid's estimate within grid_budget_minutes
+    # every grid of 3 seeds per arm is estimated within grid_budget_minutes; the two with precision top-ups
+    # (study.yaml more_seeds) trade that budget for intervals of at most +-5 pts
+    grid, over = "", set()
+    for line in out.splitlines():
+        grid = line.split(" (finding ")[0] if " (finding " in line else grid
+        if "OVER the 90-minute budget" in line:
+            over.add(grid)
+    assert over <= {"algorithm", "interactions"}, over
     models = {c.model for g in grids for c in g.runs}
     assert models == {"tiny-s", "tiny", "tiny-l"}  # the scale axis
 
@@ -206,15 +213,22 @@ def test_more_seeds_tops_up_one_block_of_a_grid_and_yields_to_explicit_seeds(toy
             read_study(path)
 
 
-def test_the_study_tops_up_the_tiny_l_blocks_whose_intervals_were_wide():
+def test_the_study_tops_up_the_tiny_l_blocks_and_arms_whose_intervals_were_wide():
     from star_lib.experiments.study import read_study
 
     algorithm, interactions = read_study().load_grids(["algorithm", "interactions"])
+    wide = {
+        "algorithm__arpo_tiny-l": 8,
+        "algorithm__dapo_tiny-l": 7,
+        "interactions__curriculum_tiny-l_fail=0": 9,
+    }
     for grid in (algorithm, interactions):
         seeds: dict[str, set[int]] = {}
         for config in grid.runs:
-            seeds.setdefault(config.model, set()).add(config.seed)
-        assert seeds == {"tiny": {0, 1, 2}, "tiny-l": {0, 1, 2, 3, 4}}, grid.name
+            seeds.setdefault(config.name.rsplit("__s", 1)[0], set()).add(config.seed)
+        for arm, got in seeds.items():
+            count = wide.get(arm, 5 if "tiny-l" in arm else 3)
+            assert got == set(range(count)), arm
 
 
 def test_study_estimate_shares_sft_across_arms_and_grids():

@@ -88,6 +88,39 @@ def test_bootstrap_is_deterministic_and_a_cell_against_itself_has_no_spread():
         contrast_se([cell, Outcomes(tuple(range(1, N_QUERIES + 1)), cell.values)], [1.0, -1.0])
 
 
+def test_more_seeds_shrink_only_the_seeds_share_of_an_interval():
+    """Seeds that disagree (a 10-pt spread) need more seeds for a narrow interval than seeds that agree, and
+    no count of seeds narrows the queries' own share: 200 queries at 40 % give about ± 6.8 pts."""
+    queries = tuple(range(N_QUERIES))
+    spread = Outcomes(queries, tuple(tuple(outcomes(rate, s)) for s, rate in enumerate((0.35, 0.45, 0.40))))
+    agree = Outcomes(queries, tuple(tuple(outcomes(0.40, s, flip=0.0)) for s in range(3)))
+    assert contrast_se([spread], [1.0], seeds=3) == contrast_se([spread], [1.0])  # its own count: as before
+    wide = [INTERVAL_Z * contrast_se([spread], [1.0], seeds=n) for n in (3, 12, 48)]
+    assert wide[0] > wide[1] > wide[2]
+    floor = INTERVAL_Z * math.sqrt(0.4 * 0.6 / N_QUERIES)
+    assert INTERVAL_Z * contrast_se([agree], [1.0], seeds=48) == pytest.approx(floor, rel=0.1)
+    needed = findings.seeds_for(spread, 0.09, most=40)
+    assert needed is not None and needed > findings.seeds_for(agree, 0.09, most=40) == 1
+    assert INTERVAL_Z * contrast_se([spread], [1.0], seeds=needed) <= 0.09
+    assert INTERVAL_Z * contrast_se([spread], [1.0], seeds=needed - 1) > 0.09
+    assert findings.seeds_for(spread, floor / 2) is None  # narrower than the queries allow
+    with pytest.raises(ValueError, match="half_width"):
+        findings.seeds_for(spread, 0.0)
+
+
+def test_seeds_table_names_the_seeds_each_arm_needs(tmp_path):
+    folder = publish(
+        tmp_path, "reward", [{"reward": "curriculum", "rate": 0.45}, {"reward": "sum", "rate": 0.40}]
+    )
+    rows = findings.ours(shown(folder, "reward"), "reward", "tiny")
+    stats = findings.arm_stats(rows, ["reward"])
+    table = findings.seeds_table(stats, ["reward"], half_width=0.07)
+    assert table.columns == ["reward", "runs", "final_pass", "± (95 %)", "seeds needed"]
+    arms = findings._outcomes_of(stats)
+    assert table["seeds needed"].to_list() == [findings.seeds_for(a, 0.07) for a in arms] == [1, 2]
+    assert findings.seeds_table(stats, ["reward"], half_width=0.01)["seeds needed"].null_count() == 2
+
+
 def test_paired_bootstrap_of_a_shared_query_difference_is_much_narrower_than_quadrature(tmp_path):
     folder = publish(
         tmp_path, "reward", [{"reward": "curriculum", "rate": 0.45}, {"reward": "sum", "rate": 0.40}]
