@@ -220,7 +220,7 @@ def test_the_study_tops_up_the_tiny_l_blocks_and_arms_whose_intervals_were_wide(
     wide = {
         "algorithm__arpo_tiny-l": 8,
         "algorithm__dapo_tiny-l": 7,
-        "interactions__curriculum_tiny-l_fail=0": 9,
+        "interactions__curriculum_tiny-l_fail=0": 10,
     }
     for grid in (algorithm, interactions):
         seeds: dict[str, set[int]] = {}
