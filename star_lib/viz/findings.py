@@ -39,6 +39,7 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -784,10 +785,22 @@ def with_study(
     at = f" at commit {', '.join(commits)}" if commits else ""
     source = (
         f"No {finding} runs in {results_dir}: showing the published tiny study ({study.height} runs{at}, "
-        f"{study_dir}).{machine_note(study)}"
+        f"{_project_relative(study_dir)}).{machine_note(study)}"
     )
     frame = pl.concat([results, rows], how="vertical_relaxed")
     return Shown(frame, source, study=True, curves=study_curves(study))
+
+
+def _project_relative(path: Any) -> str:
+    """Return ``path`` from the project root (``reports/tiny-study``) when inside the project, else as given.
+
+    A page published from one checkout must not name that checkout's folder.
+    """
+    root = STUDY_RESULTS.parents[1]
+    try:
+        return Path(path).resolve().relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def study_curves(study: pl.DataFrame) -> pl.DataFrame:

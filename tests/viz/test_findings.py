@@ -380,6 +380,13 @@ def test_findings_show_the_published_study_when_the_results_folder_has_no_runs(t
     shown = findings.with_study(empty, "reward", "tiny", study_dir=tmp_path, results_dir="runs")
     assert shown.study and "published tiny study (18 runs at commit 0123456789" in shown.source
     assert "CPUs" not in shown.source  # no machine recorded: nothing to say
+    assert f", {tmp_path})." in shown.source  # outside the project: the folder as given
+    published = findings.with_study(empty, "reward", "tiny")  # the project's own reports/tiny-study
+    assert (
+        published.study
+        and ", reports/tiny-study)." in published.source
+        and "/reports/" not in published.source
+    )
     finding = findings.reward_design(shown.frame, "tiny")
     assert finding.runs == 18
     ours = finding.table.filter(pl.col("source") == "ours")
