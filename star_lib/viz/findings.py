@@ -280,7 +280,8 @@ def seeds_for(outcomes: Outcomes, half_width: float, most: int = 20) -> int | No
     The projection is :func:`contrast_se` drawing ``n`` seeds from the arm's runs: their spread stands for
     every seed's, so it cannot foresee a seed unlike the ones at hand, and with few runs it errs low. More
     seeds only shrink the seeds' share of the interval; the held-out queries' share stays, so an arm whose
-    queries alone give more than ``half_width`` never gets there: None when ``most`` seeds do not.
+    queries alone give more than ``half_width`` never gets there. None when ``most`` seeds do not (that, or
+    seeds that spread too far, as when one of them collapsed).
 
     Example:
         >>> same = Outcomes((1, 2, 3, 4), ((1, 0, 1, 0), (1, 0, 1, 0)))
@@ -1340,8 +1341,8 @@ def seeds_table(
     """Per arm of :func:`arm_stats`: its runs, its interval now and the seeds it needs for ``± half_width``.
 
     ``seeds needed`` is :func:`seeds_for` (null when the arm's runs list no per-query outcomes, or when
-    ``most`` seeds would not do: the held-out queries alone are wider). Planning a grid's seeds from a
-    first pass of its runs: e.g. ``seeds_table(arm_stats(rows, ["model", "algorithm"]), [...])``.
+    ``most`` seeds would not do). Planning a grid's seeds from a first pass of its runs: e.g.
+    ``seeds_table(arm_stats(rows, ["model", "algorithm"]), ["model", "algorithm"])``.
     """
     needed = [None if o is None else seeds_for(o, half_width, most) for o in _outcomes_of(stats)]
     return stats.select(*by, "runs", "final_pass", "± (95 %)").with_columns(
