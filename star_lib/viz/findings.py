@@ -54,6 +54,7 @@ from star_lib.experiments.results import (
     load_study,
     paper_reference,
 )
+from star_lib.experiments.study import PROJECT_ROOT
 from star_lib.train.models import TINY_SCALE
 
 FINAL = "eval/final_pass"
@@ -797,9 +798,8 @@ def _project_relative(path: Any) -> str:
 
     A page published from one checkout must not name that checkout's folder.
     """
-    root = STUDY_RESULTS.parents[1]
     try:
-        return Path(path).resolve().relative_to(root).as_posix()
+        return Path(path).resolve().relative_to(PROJECT_ROOT).as_posix()
     except ValueError:
         return str(path)
 
