@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import huggingface_hub.constants
 import pytest
 
 from star_lib.cli import main
@@ -274,6 +275,8 @@ def test_fuzz_table_is_large_and_covers_every_subcommand():
 def test_user_mistake_is_one_line_naming_the_culprit(argv, culprit, fuzz_dir, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    # huggingface_hub reads HF_HUB_OFFLINE once, at import: without this a hub id waits out network retries
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.delenv("STAR_TRACEBACK", raising=False)
     monkeypatch.chdir(fuzz_dir)
     capsys.readouterr()

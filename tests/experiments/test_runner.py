@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -199,10 +200,14 @@ def test_runner_killed_run_resumes_rl_training_from_its_checkpoint_with_equal_me
     log = pl.read_parquet(cache / "rl" / stages["rl"]["key"] / "train_log.parquet")
     assert sorted(log.filter(pl.col("train/loss").is_not_null())["step"].to_list()) == [1, 2, 3, 4]
 
-    fresh = run_experiment(
-        ExperimentConfig.from_dict(config), tmp_path / "h" / "train", cache=tmp_path / "c2"
-    )
+    # the uninterrupted reference: the same run in a cache holding the stages before RL (they are
+    # content-keyed; SFT's own kill-and-resume is test_sft_resumed_run_equals_an_uninterrupted_one's)
+    fresh_cache = tmp_path / "c2"
+    before_rl = lambda folder, names: {"rl", "eval"} if folder == str(cache) else ()  # noqa: E731
+    shutil.copytree(cache, fresh_cache, ignore=before_rl)
+    fresh = run_experiment(ExperimentConfig.from_dict(config), tmp_path / "h" / "train", cache=fresh_cache)
     assert fresh.status == "done"
+    assert {s["stage"] for s in fresh.stages if not s["reused"]} == {"rl", "eval"}
     expected = stable_metrics(tmp_path / "h" / "train")
     same_metrics(stable_metrics(tmp_path / "g" / "train"), expected)
     tokens = [r["value"] for r in expected if r["metric"] == "env/model_tokens" and r["stage"] == "rl"]
