@@ -177,14 +177,15 @@ def test_study_dry_run_lists_every_finding_with_three_seeds_per_arm_and_flags_gr
             assert config.synth["ood"]["n"] >= 200 and config.synth["n_test"] >= 200  # issue 13: >= 200
         assert arms and all(len(seeds) >= 3 for seeds in arms.values()), grid.name
         assert f"{grid.name} (finding {grid.finding}): {len(grid)} runs" in out
-    # every grid of 3 seeds per arm is estimated within grid_budget_minutes; the two with precision top-ups
-    # (study.yaml more_seeds) trade that budget for intervals of at most +-5 pts
+    # every grid of 3 seeds per arm is estimated within grid_budget_minutes; those with the largest precision
+    # top-ups (study.yaml more_seeds) trade that budget for intervals of at most +-5 pts (the estimate counts
+    # the reward grid's top-ups that copy later grids' runs as new runs: it measured 70.5 min)
     grid, over = "", set()
     for line in out.splitlines():
         grid = line.split(" (finding ")[0] if " (finding " in line else grid
         if "OVER the 90-minute budget" in line:
             over.add(grid)
-    assert over <= {"algorithm", "interactions"}, over
+    assert over <= {"algorithm", "interactions", "reward"}, over
     models = {c.model for g in grids for c in g.runs}
     assert models == {"tiny-s", "tiny", "tiny-l"}  # the scale axis
 
@@ -601,7 +602,9 @@ def test_the_reward_grid_has_the_milestone_arm_and_the_noise_grid_evaluates_clea
     reward, extra, noise = read_study().load_grids(["reward", "milestone", "noise"])
     assert {c.reward for c in reward.runs} == {"sum", "macro", "success", "curriculum"}
     assert extra.finding == "reward" and {c.reward for c in extra.runs} == {"milestone"}  # the fifth arm
-    assert {(c.model, c.seed) for c in extra.runs} == {(c.model, c.seed) for c in reward.runs}
+    # on the models and seeds of the reward grid (whose tiny-l arms have more precision top-ups)
+    assert {(c.model, c.seed) for c in extra.runs} <= {(c.model, c.seed) for c in reward.runs}
+    assert {c.model for c in extra.runs} == {c.model for c in reward.runs}
     registry = build_registry()
     stage = registry.get("eval")
     milestone = extra.runs[0]
