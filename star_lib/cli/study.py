@@ -71,6 +71,12 @@ def register(subparsers: Any) -> None:
         help="run every run in this process (default: each run in its own process, so memory a run leaves "
         "behind, or an out-of-memory kill, stays with that run)",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs at once, each in its own process (default 1); --jobs 2 on 2 cores needs threads: 1",
+    )
     parser.add_argument("--no-report", action="store_true", help="do not run `star report` at the end")
     parser.add_argument("--reports", default="reports", help="folder `star report` writes (default: reports)")
     parser.add_argument("--config-of", default=None, metavar="RUN", help="print one run's experiment YAML")
@@ -93,6 +99,7 @@ def run_study_command(args: argparse.Namespace) -> int:
         PROJECT_ROOT,
         PUBLISHED_DIR,
         STUDY_FILE,
+        check_jobs,
         describe_estimates,
         estimate,
         matching,
@@ -128,6 +135,9 @@ def run_study_command(args: argparse.Namespace) -> int:
         return 0
     if args.verify:
         return show_reproductions(verify_study(chosen, args.runs, out), args.runs)
+    if args.in_process and args.jobs > 1:
+        raise ValueError(f"--jobs {args.jobs} runs each run in its own process; drop --in-process")
+    check_jobs(args.jobs, chosen)
 
     def show(outcome: Any) -> None:
         extra = f"  {outcome.error}" if outcome.error else ("  committed" if outcome.committed else "")
@@ -142,6 +152,7 @@ def run_study_command(args: argparse.Namespace) -> int:
         rerun=args.rerun,
         isolate=not args.in_process,
         match=match,
+        jobs=args.jobs,
         on_run=show,
     )
     failed = [r for r in results if r.status == "failed"]
@@ -192,7 +203,12 @@ def show_reproductions(checks: list[Any], runs: str) -> int:
 
 
 def measured_minutes(out: str, grids: list[str]) -> str:
-    """Return the measured wall minutes per grid and in total, from the published summaries of ``grids``."""
+    """Return the measured wall minutes per grid and in total, from the published summaries of ``grids``.
+
+    A grid's wall time is the time at least one of its runs was running (the union of each run's
+    ``[finished - wall_s, finished]``): the sum of its runs' ``wall_s`` when they ran one after another, less
+    when ``--jobs`` ran them side by side. Copies (``wall_s`` 0) add nothing.
+    """
     import polars as pl
 
     from star_lib.experiments.results import load_study
@@ -200,13 +216,21 @@ def measured_minutes(out: str, grids: list[str]) -> str:
     table = load_study(out)
     if not table.height:
         return "measured: no published runs yet"
-    per_grid = (
-        table.filter(pl.col("grid").is_in(grids))
-        .group_by("grid")
-        .agg(pl.len().alias("runs"), (pl.col("wall_s").sum() / 60).alias("minutes"))
-    )
+    table = table.filter(pl.col("grid").is_in(grids))
     order = {name: i for i, name in enumerate(grids)}
-    rows = sorted(per_grid.iter_rows(named=True), key=lambda r: order.get(r["grid"], len(order)))
-    parts = [f"{r['grid']} {r['minutes']:.1f} min ({r['runs']} runs)" for r in rows]
-    total = sum(r["minutes"] for r in rows)
-    return f"measured wall time: {'; '.join(parts)}; total {total / 60:.2f} h"
+    parts, spans = [], []
+    for (grid,), rows in sorted(table.group_by("grid"), key=lambda g: order.get(g[0][0], len(order))):
+        grid_spans = [(f - w, f) for w, f in rows.select("wall_s", "finished").iter_rows() if w and f]
+        parts.append(f"{grid} {busy_seconds(grid_spans) / 60:.1f} min ({rows.height} runs)")
+        spans += grid_spans
+    return f"measured wall time: {'; '.join(parts)}; total {busy_seconds(spans) / 3600:.2f} h"
+
+
+def busy_seconds(spans: list[tuple[float, float]]) -> float:
+    """Return the length of the union of the ``(start, end)`` intervals ``spans``."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total

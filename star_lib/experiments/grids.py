@@ -47,6 +47,8 @@ from star_lib.experiments.config import (
 from star_lib.experiments.pipeline import load_config
 from star_lib.io import read_yaml, write_yaml_atomic
 
+RUN_SETTINGS: tuple[str, ...] = ("stages", "threads")
+"""Top-level settings of a run a grid may set beside the axes (``set: {threads: 1}``)."""
 SCALES: tuple[str, ...] = ("tiny", "paper")
 """Grid scales."""
 PAPER_MODELS: tuple[str, ...] = ("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b")
@@ -133,9 +135,10 @@ def _set_key(data: dict[str, Any], key: str, value: Any) -> None:
     """Set a top-level axis or a dotted nested stage setting (``synth.n_base``) in a config dict."""
     head, _, rest = key.partition(".")
     if not rest:
-        if head not in AXES and head != "stages":
+        if head not in AXES and head not in RUN_SETTINGS:
             raise ConfigError(
-                f"grid axis {key!r} is not allowed; use one of {list(AXES)} or a '<stage>.<key>' setting"
+                f"grid axis {key!r} is not allowed; use one of {list(AXES)}, {list(RUN_SETTINGS)} or a "
+                "'<stage>.<key>' setting"
             )
         data[head] = value
         return

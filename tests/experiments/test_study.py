@@ -412,6 +412,57 @@ def test_a_run_of_a_published_runs_config_in_another_grid_is_published_as_its_co
     assert calls[2:] == ["rewards__sum__s0", "rewards__success__s0", "again__grpo__s0"]
 
 
+def test_jobs_2_runs_two_runs_at_once_and_a_copy_waits_for_the_run_it_copies(tmp_path, toy_study, capsys):
+    from star_lib.experiments.results import load_study
+
+    one_thread = {**TOY, "threads": 1}
+    again = {"name": "again", "finding": "algorithm", "base": one_thread, "axes": {"algorithm": ["grpo"]}}
+    rewards = yaml.safe_load((toy_study / "rewards.yaml").read_text())
+    (toy_study / "rewards.yaml").write_text(yaml.safe_dump({**rewards, "base": one_thread}))
+    (toy_study / "again.yaml").write_text(yaml.safe_dump({**again, "seeds": [0]}))
+    (toy_study / "study.yaml").write_text(yaml.safe_dump({"grids": ["rewards", "again"], "seeds": [0]}))
+    assert main([*study_args(tmp_path, toy_study, isolate=True), "--jobs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "done     rewards__sum__s0" in out and "done     rewards__success__s0" in out
+    assert "shared   again__grpo__s0" in out  # queued behind its twin, then copied, not run
+    table = load_study(tmp_path / "published")
+    runs = {r["run"]: r for r in table.iter_rows(named=True)}
+    assert runs["again__grpo__s0"]["same_as"] == "rewards__sum__s0"
+    (a_end, a_wall), (b_end, b_wall) = [
+        (runs[n]["finished"], runs[n]["wall_s"]) for n in ("rewards__sum__s0", "rewards__success__s0")
+    ]
+    assert max(a_end - a_wall, b_end - b_wall) < min(a_end, b_end)  # the two runs overlapped in time
+    busy = (max(a_end, b_end) - min(a_end - a_wall, b_end - b_wall)) / 60
+    assert f"rewards {busy:.1f} min (2 runs)" in out  # the grid's wall time: elapsed, not the sum
+    assert not (tmp_path / "runs" / "again" / "again__grpo__s0").exists()
+
+
+def test_jobs_that_would_put_more_torch_threads_than_cores_are_refused_naming_the_setting(
+    tmp_path, toy_study
+):
+    from star_lib.experiments.study import StudyError, check_jobs, read_study
+
+    grids = read_study(toy_study / "study.yaml").load_grids()  # TOY leaves threads at 0: one per core
+    with pytest.raises(
+        StudyError, match=r"--jobs 2: runs with threads: 2 would ask for 4 torch threads on 2 "
+    ):
+        check_jobs(2, grids, cores=2)
+    check_jobs(1, grids, cores=2)
+    rewards = yaml.safe_load((toy_study / "rewards.yaml").read_text())
+    (toy_study / "rewards.yaml").write_text(yaml.safe_dump({**rewards, "base": {**TOY, "threads": 1}}))
+    check_jobs(2, read_study(toy_study / "study.yaml").load_grids(), cores=2)  # 2 runs x 1 thread
+    with pytest.raises(StudyError, match="--jobs 0: give 1 or more"):
+        check_jobs(0, grids, cores=2)
+
+
+def test_a_grids_wall_time_counts_overlapping_runs_once():
+    from star_lib.cli.study import busy_seconds
+
+    assert busy_seconds([(0, 10), (5, 12), (20, 25)]) == 17  # 0-12 and 20-25
+    assert busy_seconds([(0, 10), (2, 3)]) == 10
+    assert busy_seconds([]) == 0
+
+
 def test_verify_finds_a_rerun_in_a_fresh_folder_reproduced_and_names_a_published_number_that_differs(
     tmp_path, toy_study, capsys
 ):
