@@ -32,7 +32,7 @@ demo: $(STAMP)
 
 # The tiny study (issue 13): every finding grid, resumable, each finished run's summary committed alone.
 study: $(STAMP)
-	$(BIN)/star study --scale tiny --jobs 2 --commit
+	$(BIN)/star study --scale tiny --commit
 
 lab: $(STAMP)
 	$(BIN)/star lab

@@ -74,8 +74,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--jobs",
         type=int,
-        default=1,
-        help="runs at once, each in its own process (default 1); --jobs 2 on 2 cores needs threads: 1",
+        default=None,
+        help="runs at once, each in its own process (default: the study's `jobs`, 2); on 2 cores 2 jobs need "
+        "threads: 1",
     )
     parser.add_argument("--no-report", action="store_true", help="do not run `star report` at the end")
     parser.add_argument("--reports", default="reports", help="folder `star report` writes (default: reports)")
@@ -110,6 +111,7 @@ def run_study_command(args: argparse.Namespace) -> int:
     )
 
     study = read_study(args.study or STUDY_FILE)
+    jobs = study.jobs if args.jobs is None else args.jobs
     asked = parse_seeds(args.seeds) if args.seeds is not None else None  # None: the study's, top-ups included
     seeds = asked if asked is not None else list(study.seeds)
     only = [name.strip() for name in args.only.split(",") if name.strip()]
@@ -129,15 +131,19 @@ def run_study_command(args: argparse.Namespace) -> int:
         raise ValueError(f"--config-of {args.config_of}: no run of that name in {[g.name for g in grids]}")
     out = args.out or str(PROJECT_ROOT / PUBLISHED_DIR)
     if args.dry_run:
-        print(describe_estimates(estimate(chosen, study.timing), study.grid_budget_minutes))
+        print(describe_estimates(estimate(chosen, study.timing), study.grid_budget_minutes, jobs))
         if not args.rerun:
-            print(describe_left(chosen, study.timing, publication_status(chosen, out), out))
+            print(describe_left(chosen, study.timing, publication_status(chosen, out), out, jobs))
         return 0
     if args.verify:
         return show_reproductions(verify_study(chosen, args.runs, out), args.runs)
-    if args.in_process and args.jobs > 1:
-        raise ValueError(f"--jobs {args.jobs} runs each run in its own process; drop --in-process")
-    check_jobs(args.jobs, chosen)
+    if args.jobs is None and jobs > 1 and (args.in_process or not fits(jobs, chosen)):
+        jobs = 1  # the study's default, where --in-process or this machine's cores rule it out
+    if args.in_process and jobs > 1:
+        raise ValueError(
+            f"--jobs {jobs} runs each run in its own process; drop --in-process or pass --jobs 1"
+        )
+    check_jobs(jobs, chosen)
 
     def show(outcome: Any) -> None:
         extra = f"  {outcome.error}" if outcome.error else ("  committed" if outcome.committed else "")
@@ -152,7 +158,7 @@ def run_study_command(args: argparse.Namespace) -> int:
         rerun=args.rerun,
         isolate=not args.in_process,
         match=match,
-        jobs=args.jobs,
+        jobs=jobs,
         on_run=show,
     )
     failed = [r for r in results if r.status == "failed"]
@@ -167,14 +173,26 @@ def run_study_command(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def describe_left(grids: list[Any], timing: Any, status: dict[str, str], out: str) -> str:
+def fits(jobs: int, grids: list[Any]) -> bool:
+    """Whether ``jobs`` runs of ``grids`` fit this machine's cores side by side; if not, say so."""
+    from star_lib.experiments.study import StudyError, check_jobs
+
+    try:
+        check_jobs(jobs, grids)
+    except StudyError as exc:
+        print(f"note: one run at a time: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
+def describe_left(grids: list[Any], timing: Any, status: dict[str, str], out: str, jobs: int = 1) -> str:
     """Return the dry run's last line: how many runs are published under ``out`` and what is left to run."""
     from star_lib.experiments.study import estimate
 
     total = sum(len(g.runs) for g in grids)
     if not status:
         return f"left to run: all {total} runs (none published in {out})"
-    left = sum(e.seconds for e in estimate(grids, timing, skip=status)) / 3600
+    left = sum(e.seconds for e in estimate(grids, timing, skip=status)) / 3600 / jobs
     counts = {s: sum(v == s for v in status.values()) for s in ("published", "shared")}
     return (
         f"left to run: {total - len(status)} of {total} runs ({counts['published']} published in {out}, "

@@ -140,6 +140,8 @@ class StudyConfig:
     """Folder of the grid files."""
     more_seeds: tuple[MoreSeeds, ...] = ()
     """Precision top-ups (``more_seeds`` in ``study.yaml``), applied when ``--seeds`` is not given."""
+    jobs: int = 1
+    """Runs at once (``star study --jobs`` overrides; :func:`check_jobs`); the estimate divides by it."""
 
     def grid_path(self, name: str) -> Path:
         """Return the YAML file of grid ``name``."""
@@ -192,7 +194,7 @@ def read_study(path: str | os.PathLike[str] = STUDY_FILE) -> StudyConfig:
     data = read_yaml(path) or {}
     if not isinstance(data, dict):
         raise StudyError(f"{path}: a study file is a mapping of settings, got {type(data).__name__}")
-    allowed = ["scale", "seeds", "grids", "grid_budget_minutes", "timing", "more_seeds"]
+    allowed = ["scale", "seeds", "grids", "grid_budget_minutes", "timing", "more_seeds", "jobs"]
     unknown = sorted(set(data) - set(allowed))
     if unknown:
         raise StudyError(f"{path}: unknown key(s) {unknown}; allowed keys are {allowed}")
@@ -210,6 +212,9 @@ def read_study(path: str | os.PathLike[str] = STUDY_FILE) -> StudyConfig:
     budget = data.get("grid_budget_minutes", 90.0)
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:
         raise StudyError(f"{path}: grid_budget_minutes: give a positive number of minutes, got {budget!r}")
+    jobs = data.get("jobs", 1)
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise StudyError(f"{path}: jobs: give the number of runs at once (1 or more), got {jobs!r}")
     return StudyConfig(
         grids=tuple(grids),
         seeds=seeds,
@@ -218,6 +223,7 @@ def read_study(path: str | os.PathLike[str] = STUDY_FILE) -> StudyConfig:
         grid_budget_minutes=float(budget),
         timing=Timing(**timing),
         folder=path.parent,
+        jobs=jobs,
     )
 
 
@@ -408,8 +414,12 @@ def publication_status(grids: Sequence[Grid], out_dir: str | os.PathLike[str]) -
     return status
 
 
-def describe_estimates(estimates: Sequence[GridEstimate], budget_minutes: float) -> str:
-    """Return the dry run's text: every run with the stages it adds, and per grid its minutes."""
+def describe_estimates(estimates: Sequence[GridEstimate], budget_minutes: float, jobs: int = 1) -> str:
+    """Return the dry run's text: every run with the stages it adds, and per grid its minutes.
+
+    With ``jobs`` runs at once a grid takes about its compute divided by ``jobs`` (the timings are of runs
+    that ran side by side, so they already carry the slowdown of sharing the machine).
+    """
     lines = []
     total = 0.0
     for est in estimates:
@@ -426,16 +436,16 @@ def describe_estimates(estimates: Sequence[GridEstimate], budget_minutes: float)
         for run in est.runs:
             added = ", ".join(f"{s} {v / 60:.1f}" for s, v in run.new.items()) or "all stages shared"
             lines.append(f"  {run.run:48s} {run.seconds / 60:6.1f} min  ({added})")
-        minutes, alone = est.seconds / 60, est.alone_s / 60
+        minutes, alone = est.seconds / 60 / jobs, est.alone_s / 60 / jobs
         flag = "" if minutes <= budget_minutes else f"  OVER the {budget_minutes:g}-minute budget"
         lines.append(
             f"  = {minutes:.0f} min in study order ({est.count('sft')} SFT, {est.count('rl')} RL, "
             f"{est.count('eval')} eval stages new); {alone:.0f} min run alone{flag}"
         )
-        total += est.seconds
-    lines.append(
-        f"study: {total / 3600:.1f} h estimated on 2 cores for {sum(len(e.grid) for e in estimates)} runs"
-    )
+        total += est.seconds / jobs
+    runs = sum(len(e.grid) for e in estimates)
+    at_once = f", {jobs} runs at once" if jobs > 1 else ""
+    lines.append(f"study: {total / 3600:.1f} h estimated on 2 cores for {runs} runs{at_once}")
     return "\n".join(lines)
 
 

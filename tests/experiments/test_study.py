@@ -412,6 +412,7 @@ def test_a_run_of_a_published_runs_config_in_another_grid_is_published_as_its_co
     assert calls[2:] == ["rewards__sum__s0", "rewards__success__s0", "again__grpo__s0"]
 
 
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="two one-thread runs at once need 2 cores")
 def test_jobs_2_runs_two_runs_at_once_and_a_copy_waits_for_the_run_it_copies(tmp_path, toy_study, capsys):
     from star_lib.experiments.results import load_study
 
@@ -453,6 +454,25 @@ def test_jobs_that_would_put_more_torch_threads_than_cores_are_refused_naming_th
     check_jobs(2, read_study(toy_study / "study.yaml").load_grids(), cores=2)  # 2 runs x 1 thread
     with pytest.raises(StudyError, match="--jobs 0: give 1 or more"):
         check_jobs(0, grids, cores=2)
+
+
+def test_the_studys_jobs_fall_back_to_one_run_at_a_time_where_the_cores_cannot_hold_them(
+    tmp_path, toy_study, capsys
+):
+    from star_lib.experiments.study import StudyError, read_study
+
+    path = toy_study / "study.yaml"
+    path.write_text(yaml.safe_dump({"grids": ["rewards"], "seeds": [0], "jobs": 64}))
+    assert read_study(path).jobs == 64
+    assert main(study_args(tmp_path, toy_study, isolate=True)) == 0  # TOY runs on every core: no room
+    captured = capsys.readouterr()
+    assert "note: one run at a time: --jobs 64: runs with threads: " in captured.err
+    assert "done     rewards__sum__s0" in captured.out and "done     rewards__success__s0" in captured.out
+    assert main([*study_args(tmp_path, toy_study, isolate=True), "--jobs", "64"]) == 2  # asked for: refused
+    assert "--jobs 64: runs with threads: " in capsys.readouterr().err
+    path.write_text(yaml.safe_dump({"grids": ["rewards"], "jobs": 0}))
+    with pytest.raises(StudyError, match="study.yaml: jobs: give the number of runs at once"):
+        read_study(path)
 
 
 def test_a_grids_wall_time_counts_overlapping_runs_once():
