@@ -558,6 +558,25 @@ def git_root(folder: str | os.PathLike[str]) -> Path:
     return Path(top.stdout.strip())
 
 
+def check_committable(out_dir: str | os.PathLike[str]) -> None:
+    """Refuse ``--commit`` into a folder git would not track: outside a repository, or ignored.
+
+    Raises:
+        StudyError: naming the folder and what to change.
+
+    """
+    root = git_root(out_dir)
+    probe = Path(out_dir).resolve() / "finding" / "run.parquet"  # a summary's path (need not exist)
+    ignored = subprocess.run(
+        ["git", "-C", str(root), "check-ignore", "-q", "--no-index", "--", str(probe)], capture_output=True
+    )
+    if ignored.returncode == 0:
+        raise StudyError(
+            f"--commit: git ignores {out_dir} (a .gitignore rule matches its summaries); publish into a "
+            "tracked folder (--out) or add a '!' rule for it to .gitignore"
+        )
+
+
 def commit_file(path: Path, message: str, attempts: int = 5) -> bool:
     """``git commit`` exactly ``path`` (other staged or changed files stay as they are); False if unchanged.
 
@@ -647,7 +666,7 @@ def run_study(
     from star_lib.experiments.runner import CACHE_DIRNAME, grid_dir
 
     if commit:
-        git_root(out_dir)  # refused before any run, not after the first one
+        check_committable(out_dir)  # refused before any run, not after the first one
     if jobs > 1 and not isolate:
         raise StudyError(f"jobs={jobs} runs runs side by side, each in its own process: pass isolate=True")
     cache = cache or Path(runs_root) / CACHE_DIRNAME

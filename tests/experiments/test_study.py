@@ -645,6 +645,18 @@ def test_study_commit_commits_exactly_each_summary_file(tmp_path, toy_study, cap
     assert main(args) == 0 and "committed" not in capsys.readouterr().out  # nothing new to commit
 
 
+def test_study_commit_into_a_folder_git_ignores_is_refused_before_any_run(tmp_path, toy_study, capsys):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / ".gitignore").write_text("/reports/*\n!/reports/tiny-study/\n")
+    args = study_args(tmp_path, toy_study, "--commit")
+    args[args.index("--out") + 1] = str(repo / "reports" / "elsewhere")
+    assert main(args) == 2
+    assert "--commit: git ignores " in capsys.readouterr().err
+    assert not (tmp_path / "runs" / "rewards").exists()  # refused before any run
+
+
 def test_study_commit_outside_a_git_repository_says_so(tmp_path, toy_study, capsys):
     assert main(study_args(tmp_path, toy_study, "--commit")) == 2
     assert "is not inside a git repository" in capsys.readouterr().err
