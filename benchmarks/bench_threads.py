@@ -15,10 +15,11 @@ forward+backward passes of 16 x 512 tokens. Throughput ratios are against the ba
 invocation: ``decode_speedup`` and ``train_speedup`` for ``one_thread`` (per process), and
 ``throughput_ratio`` for ``side_by_side`` (work done per second by all processes together).
 
-Measured on a quiet 2-core AMD EPYC (avx512_bf16), 2026-12-03: ``{"decode_speedup": 1.04, "train_speedup":
-0.57, "side_by_side_decode_ratio": 1.78, "side_by_side_train_ratio": 1.02}``. One thread trains at 0.57x and
-two one-thread processes train no more than one two-thread process, so on 2 cores the study keeps
-``threads: 2`` and one run at a time; only generation-heavy work (evaluation) gains from side-by-side runs.
+Measured on a quiet 2-core AMD EPYC (avx512_bf16), 2026-12-03, four invocations: ``train_speedup`` 0.55-0.59,
+``side_by_side_train_ratio`` 1.01-1.18, ``decode_speedup`` 0.63-1.04, ``side_by_side_decode_ratio`` 1.13-1.78.
+One thread trains at little more than half the speed, and two one-thread processes train about as fast as one
+two-thread process, so on 2 cores the study keeps ``threads: 2`` and one run at a time; only generation-heavy
+work (evaluation) gains from processes side by side.
 
 Usage: ``python benchmarks/bench_threads.py [--cores 2] [--decode 300] [--train 3]``.
 Last line: ``{"decode_speedup": …, "train_speedup": …, "side_by_side_decode_ratio": …, …}``.
@@ -37,30 +38,30 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+class Vocabulary:
+    """What :func:`build_tiny_model` reads of a tokenizer: its size and its end/padding ids."""
+
+    eos_token_id = 0
+    pad_token_id = 0
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+
 def work(threads: int, prompt: int, decode: int, train: int) -> dict[str, float]:
     """Time prefill, decoding and training of the ``tiny-l`` shape with ``threads`` torch threads."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     sys.path.insert(0, str(REPO))
     from star_lib.agent.fastgen import FastQwen2
-    from star_lib.train.models import PRESETS
+    from star_lib.train.models import PRESETS, build_tiny_model
 
     torch.set_num_threads(threads)
-    arch = PRESETS["tiny-l"].architecture
-    assert arch is not None
     vocab, rows = 2700, 16  # about the study tokenizer's size; a GRPO step's 2 prompts x 8 rollouts
-    config = Qwen2Config(
-        vocab_size=vocab,
-        hidden_size=arch.hidden_size,
-        intermediate_size=arch.intermediate_size,
-        num_hidden_layers=arch.num_hidden_layers,
-        num_attention_heads=arch.num_attention_heads,
-        num_key_value_heads=arch.num_key_value_heads,
-        max_position_embeddings=4096,
-    )
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(config).eval()
+    model = build_tiny_model(Vocabulary(vocab), PRESETS["tiny-l"].architecture, seed=0).eval()
     engine = FastQwen2(model)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():

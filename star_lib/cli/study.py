@@ -5,6 +5,7 @@ Example::
     star study --scale tiny --dry-run          # the runs, and minutes per grid on 2 cores
     star study --scale tiny --commit           # run (resumably), committing each run's summary as it ends
     star study --scale tiny --only reward,noise --seeds 0,1,2
+    star study --scale tiny --commit --jobs 4  # 8 cores: four of the study's 2-thread runs at once
     star study --config-of reward__sum_tiny__s0 > run.yaml && star run run.yaml --grid reward
     star study --only reward --rerun --runs /tmp/again   # rerun published runs from scratch, then:
     star study --only reward --runs /tmp/again --verify  # do they match the published ones exactly?
@@ -75,8 +76,8 @@ def register(subparsers: Any) -> None:
         "--jobs",
         type=int,
         default=None,
-        help="runs at once, each in its own process (default: the study's `jobs`, 2); on 2 cores 2 jobs need "
-        "threads: 1",
+        help="runs at once, each in its own process on its config's `threads` (default: the study's "
+        "`jobs`, 1); refused when they would need more threads than cores",
     )
     parser.add_argument("--no-report", action="store_true", help="do not run `star report` at the end")
     parser.add_argument("--reports", default="reports", help="folder `star report` writes (default: reports)")
