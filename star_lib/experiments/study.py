@@ -417,8 +417,8 @@ def publication_status(grids: Sequence[Grid], out_dir: str | os.PathLike[str]) -
 def describe_estimates(estimates: Sequence[GridEstimate], budget_minutes: float, jobs: int = 1) -> str:
     """Return the dry run's text: every run with the stages it adds, and per grid its minutes.
 
-    With ``jobs`` runs at once a grid takes about its compute divided by ``jobs`` (the timings are of runs
-    that ran side by side, so they already carry the slowdown of sharing the machine).
+    With ``jobs`` runs at once a grid takes about its compute divided by ``jobs``: a rough guess, as the
+    timings are of one run at a time and runs side by side share the memory bandwidth.
     """
     lines = []
     total = 0.0
@@ -445,7 +445,7 @@ def describe_estimates(estimates: Sequence[GridEstimate], budget_minutes: float,
         total += est.seconds / jobs
     runs = sum(len(e.grid) for e in estimates)
     at_once = f", {jobs} runs at once" if jobs > 1 else ""
-    lines.append(f"study: {total / 3600:.1f} h estimated on 2 cores for {runs} runs{at_once}")
+    lines.append(f"study: {total / 3600:.1f} h estimated (2-core timings) for {runs} runs{at_once}")
     return "\n".join(lines)
 
 

@@ -72,6 +72,13 @@ def test_grids_factorial_sets_nested_stage_settings():
     assert [r.synth["n_base"] for r in grid.runs] == [20, 40]
 
 
+def test_grids_may_sweep_a_runs_torch_threads_beside_the_axes():
+    grid = factorial("t", {}, {"threads": [1, 2]})
+    assert [r.threads for r in grid.runs] == [1, 2]
+    with pytest.raises(ConfigError, match=r"use one of \[.*\], \['stages', 'threads'\] or a"):
+        factorial("g", {}, {"name": ["x"]})
+
+
 def test_grids_factorial_rejects_unknown_axes_and_values():
     with pytest.raises(ConfigError, match="grid axis 'temperature'"):
         factorial("g", {}, {"temperature": [0.1]})
