@@ -691,7 +691,7 @@ def run_study(
             grid.write_manifest(folder)
             for config in (c for c in grid.runs if _matches(c.name, match)):
                 fingerprint = config.fingerprint()
-                if jobs <= 1:  # in this thread: an in-process run may install signal handlers
+                if jobs <= 1:  # in this thread, so Ctrl-C stops an in-process run at once
                     twin = published.get(fingerprint)
                     finish(
                         fingerprint,
