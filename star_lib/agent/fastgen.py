@@ -359,9 +359,10 @@ class FastPolicy:
         for step in range(max_new):
             heads = token_entropies(logits) if step < self.entropy_tokens else None  # raw logits, (active,)
             token, logprob = self._sample(logits, generator)  # (active,), (active,)
+            picked, picked_logprob = token.tolist(), logprob.tolist()  # one conversion per step, not per row
             for row in torch.nonzero(live).flatten().tolist():
-                tokens[order[row]].append(int(token[row]))
-                logprobs[order[row]].append(float(logprob[row]))
+                tokens[order[row]].append(picked[row])
+                logprobs[order[row]].append(picked_logprob[row])
                 if heads is not None:
                     entropies[order[row]].append(heads[row])
             live &= ~torch.isin(token, stops)

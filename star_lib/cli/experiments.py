@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from star_lib.experiments.evalpool import ENV_VAR
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the experiment commands to the ``star`` parser."""
@@ -19,6 +21,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="DIR",
         help="then copy the run's held-out results (no weights) to DIR/<grid>/<run>/, e.g. reports/real-tiny",
+    )
+    run.add_argument(
+        "--eval-processes",
+        type=int,
+        default=None,
+        help="split a greedy evaluation on the fast CPU sampler over this many processes of threads/N "
+        f"torch threads (the same episodes; default: ${'{'}{ENV_VAR}{'}'} or 1)",
     )
     run.set_defaults(func=_run)
 
@@ -110,10 +119,13 @@ def missing_finding_note(grid, spec: str) -> str | None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from star_lib.experiments.evalpool import use_eval_processes
     from star_lib.experiments.pipeline import load_config
     from star_lib.experiments.runner import run_experiment
 
     config = load_config(args.config)
+    if args.eval_processes is not None:
+        use_eval_processes(args.eval_processes)
     run_dir = Path(args.runs) / args.grid / config.name
     result = run_experiment(config, run_dir, cache=args.cache, force=args.force, grid=args.grid)
     reused = sum(1 for s in result.stages if s["reused"])

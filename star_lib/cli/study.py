@@ -79,6 +79,13 @@ def register(subparsers: Any) -> None:
         help="runs at once, each in its own process on its config's `threads` (default: the study's "
         "`jobs`, 1); refused when they would need more threads than cores",
     )
+    parser.add_argument(
+        "--eval-processes",
+        type=int,
+        default=None,
+        help="split each run's greedy evaluation over this many processes of threads/N torch threads "
+        "(default: the study's `eval_processes`, 1); the episodes are the same, only faster on few cores",
+    )
     parser.add_argument("--no-report", action="store_true", help="do not run `star report` at the end")
     parser.add_argument("--reports", default="reports", help="folder `star report` writes (default: reports)")
     parser.add_argument("--config-of", default=None, metavar="RUN", help="print one run's experiment YAML")
@@ -96,6 +103,7 @@ def run_study_command(args: argparse.Namespace) -> int:
     import yaml
 
     from star_lib.cli.experiments import parse_seeds
+    from star_lib.experiments.evalpool import use_eval_processes
     from star_lib.experiments.study import (
         MIN_SEEDS,
         PROJECT_ROOT,
@@ -145,6 +153,7 @@ def run_study_command(args: argparse.Namespace) -> int:
             f"--jobs {jobs} runs each run in its own process; drop --in-process or pass --jobs 1"
         )
     check_jobs(jobs, chosen)
+    use_eval_processes(study.eval_processes if args.eval_processes is None else args.eval_processes)
 
     def show(outcome: Any) -> None:
         extra = f"  {outcome.error}" if outcome.error else ("  committed" if outcome.committed else "")

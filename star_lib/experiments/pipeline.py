@@ -27,11 +27,12 @@ always seeds its faults with ``seed + i``, the resumed result equals an uninterr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,15 +93,19 @@ def run_chunks(
     items: Sequence[Any],
     chunk_size: int,
     work: Path,
-    compute: Callable[[int, Sequence[Any]], Any],
+    compute: Callable[[int, Sequence[Any]], Any] | None,
     tag: str = "",
+    *,
+    parallel: Callable[[list[int]], Iterable[tuple[int, Any]]] | None = None,
 ) -> tuple[list[Any], list[dict[str, Any]]]:
     """Run ``compute(start, chunk)`` over consecutive chunks, checkpointing each result; resume after a stop.
 
     Each finished chunk is saved (atomically) as ``_checkpoints/chunks[-<tag>]/<start>.parquet`` —
     ``compute`` returns a polars frame — and logged in ``_checkpoints/progress[-<tag>].jsonl`` with the
     process id and the Slurm restart count, so a resumed run can be told apart from a rerun. A log line torn
-    by a kill is skipped (the chunk files, written atomically, are what counts).
+    by a kill is skipped (the chunk files, written atomically, are what counts). ``parallel``, when given,
+    computes the missing chunks instead of ``compute``: called with their starts, it yields
+    ``(start, frame)`` in any order (:mod:`star_lib.experiments.evalpool`).
 
     Returns:
         The frames in order, and the log of which process computed which chunk (for ``stage.json``).
@@ -112,21 +117,28 @@ def run_chunks(
     folder = work / CHECKPOINT_DIR / f"chunks{suffix}"
     folder.mkdir(parents=True, exist_ok=True)
     log_path = work / CHECKPOINT_DIR / f"progress{suffix}.jsonl"
-    frames = []
+    frames = {}
+    missing = []
     for start in range(0, len(items), chunk_size):
         path = folder / f"{start:08d}.parquet"
         if path.is_file():
-            frames.append(pl.read_parquet(path))
-            continue
-        frame = compute(start, items[start : start + chunk_size])
-        write_parquet_atomic(path, frame)
+            frames[start] = pl.read_parquet(path)
+        else:
+            missing.append(start)
+    if parallel is None:
+        assert compute is not None, "run_chunks needs compute or parallel"
+        computed = ((start, compute(start, items[start : start + chunk_size])) for start in missing)
+    else:
+        computed = parallel(missing) if missing else iter(())
+    for start, frame in computed:
+        write_parquet_atomic(folder / f"{start:08d}.parquet", frame)
         torn = log_path.is_file() and log_path.stat().st_size and not log_path.read_bytes().endswith(b"\n")
         with open(log_path, "a", encoding="utf-8") as log:
             restart = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
             entry = {"start": start, "restart": restart, "pid": os.getpid(), "t": time.time()}
             log.write(("\n" if torn else "") + json.dumps(entry) + "\n")
-        frames.append(frame)
-    return frames, _log_entries(log_path)
+        frames[start] = frame
+    return [frames[start] for start in sorted(frames)], _log_entries(log_path)
 
 
 def _log_entries(path: Path) -> list[dict[str, Any]]:
@@ -593,22 +605,54 @@ def _reward_fn(cfg: EvalStageConfig) -> Callable[[Any], float]:
 
 
 def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dict[str, Any]:
-    """Run each policy on the held-out queries in checkpointed chunks; write episode tables and metrics."""
+    """Run each policy on the held-out queries in checkpointed chunks; write episode tables and metrics.
+
+    A greedy evaluation on the fast CPU sampler runs its chunks in ``STAR_EVAL_PROCESSES`` one-thread
+    processes when that is set (:mod:`star_lib.experiments.evalpool`); the episodes are the same.
+    """
+    queries = read_queries(inputs["data"])[: cfg.max_queries]
+    with _eval_workers(cfg, inputs["world"], -(-len(queries) // cfg.chunk_size)) as workers:
+        info = _evaluate(cfg, inputs, out, queries, workers)
+    return {**info, "processes": workers.pool.processes if workers else 1}
+
+
+@contextlib.contextmanager
+def _eval_workers(cfg: EvalStageConfig, world_dir: Path, chunks: int) -> Iterator[_Workers | None]:
+    """Worker processes for a greedy fast-sampler evaluation when ``STAR_EVAL_PROCESSES`` asks (else None)."""
+    from star_lib.experiments.evalpool import ChunkPool, eval_processes, pool_size
+
+    requested = eval_processes()
+    if requested <= 1 or cfg.policy != "fast" or cfg.temperature != 0:
+        yield None
+        return
+    import torch
+
+    threads = torch.get_num_threads()
+    processes = pool_size(requested, threads, chunks)
+    if processes <= 1:
+        yield None
+        return
+    with ChunkPool(processes, max(1, threads // processes)) as pool:
+        yield _Workers(pool, world_dir)
+
+
+def _evaluate(
+    cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path, queries: list[Any], workers: _Workers | None
+) -> dict[str, Any]:
     import polars as pl
 
     from star_lib.agent.summary import episode_summary, paired_difference
     from star_lib.travel.metrics import compute_metrics
 
     world = load_world(inputs["world"])
-    queries = read_queries(inputs["data"])[: cfg.max_queries]
-    check_turn_budget(cfg, queries, world)
+    check_turn_budget(cfg, queries, world, workers)
     models = _eval_models(cfg, inputs)
     tables: dict[str, pl.DataFrame] = {}
     rows: list[dict[str, Any]] = []
     chunk_log: list[dict[str, Any]] = []
     for name, path in models:
         tag = name if len(models) > 1 else ""
-        tables[name], chunk_log = _episodes(cfg, _load_policy(cfg, path), queries, world, out, tag)
+        tables[name], chunk_log = _episodes(cfg, path, queries, world, out, tag, workers)
         pairs = tables[name].select("query_index", "report").iter_rows()
         reports = {i: _report_from_json(text) for i, text in pairs}
         values = compute_metrics(queries, [reports.get(i) for i in range(len(queries))])
@@ -631,9 +675,9 @@ def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dic
     for other, _ in models[:-1]:
         diff = paired_difference(episodes["sum"].to_list(), tables[other]["sum"].to_list())
         rows += metrics_rows({f"eval/paired/{primary}-{other}/{k}": v for k, v in diff.items()})
-    rows += _eval_ood(cfg, inputs, models, world, out)
+    rows += _eval_ood(cfg, inputs, models, world, out, workers)
     if cfg.also_clean:
-        rows += _eval_clean(cfg, models, queries, world, out, tables)
+        rows += _eval_clean(cfg, models, queries, world, out, tables, workers)
     write_metrics(out, rows)
     # eval.parquet: the flat per-episode table; rollouts.parquet adds the transcript and verdicts (explorer).
     every = pl.concat(
@@ -655,6 +699,7 @@ def _eval_clean(
     world: Any,
     out: Path,
     noisy: Mapping[str, Any],
+    workers: _Workers | None = None,
 ) -> list[dict[str, Any]]:
     """Score every model again with no tool faults (``eval.also_clean``): ``eval/clean/…`` rows."""
     import dataclasses
@@ -668,7 +713,7 @@ def _eval_clean(
     for name, path in models:
         table = noisy[name]
         if faulty:
-            table, _ = _episodes(clean_cfg, _load_policy(cfg, path), queries, world, out, f"clean-{name}")
+            table, _ = _episodes(clean_cfg, path, queries, world, out, f"clean-{name}", workers)
         reports = dict(table.select("query_index", "report").iter_rows())
         values = compute_metrics(queries, [_report_from_json(reports.get(i)) for i in range(len(queries))])
         values.update({k: v for k, v in episode_summary(table).items() if k not in values})
@@ -758,6 +803,7 @@ def _eval_ood(
     models: Sequence[tuple[str, Path | None]],
     world: Any,
     out: Path,
+    workers: _Workers | None = None,
 ) -> list[dict[str, Any]]:
     """Score every model on the OOD split the synth stage wrote (none: no rows); writes ``ood.parquet``.
 
@@ -779,14 +825,14 @@ def _eval_ood(
     shifts = {s: flags[: len(queries)] for s, flags in read_shifts(inputs["ood"]).items()}
     ood_cfg = dataclasses.replace(cfg, options={**cfg.options, **cfg.ood})
     try:
-        check_turn_budget(ood_cfg, queries, world)
+        check_turn_budget(ood_cfg, queries, world, workers)
     except ConfigError as exc:
         raise ConfigError(f"on the OOD split, {str(exc).replace('eval.', 'eval.ood.')}") from None
     rows: list[dict[str, Any]] = []
     tables: dict[str, Any] = {}
     primary = models[-1][0]
     for name, path in models:
-        table, _ = _episodes(ood_cfg, _load_policy(cfg, path), queries, world, out, f"ood-{name}")
+        table, _ = _episodes(ood_cfg, path, queries, world, out, f"ood-{name}", workers)
         tables[name] = table
         reports = dict(table.select("query_index", "report").iter_rows())
         every = [_report_from_json(reports.get(i)) for i in range(len(queries))]
@@ -811,25 +857,27 @@ def _eval_ood(
     return rows
 
 
-def check_turn_budget(cfg: EvalStageConfig, queries: Sequence[Any], world: Any) -> int:
+def check_turn_budget(
+    cfg: EvalStageConfig, queries: Sequence[Any], world: Any, workers: _Workers | None = None
+) -> int:
     """Refuse an evaluation whose turn limit is below what the expert needs on its tasks; returns that need.
 
     An episode cut by the turn limit scores 0 whatever the policy knows, so a limit the programmatic expert
-    cannot finish in measures the limit, not the policy (every arm then reads 0 %).
+    cannot finish in measures the limit, not the policy (every arm then reads 0 %). With ``workers`` the
+    tasks are split over its processes.
 
     Raises:
         ConfigError: naming both numbers and what to change.
 
     """
-    from star_lib.agent.rollout import run_episodes
-
     limit = rollout_config(cfg.protocol, **cfg.options).max_turns
-    with_reference = [q for q in queries if q.reference_plan]
-    if not with_reference:
-        return 0
-    roomy = rollout_config(cfg.protocol, **{**cfg.options, "max_turns": max(limit, 64), "reward": "none"})
-    episodes = run_episodes(_expert(cfg.protocol, cfg.seed), with_reference, world, roomy)
-    need = max(ep.turns for ep in episodes)
+    if workers is None:
+        need = expert_turn_need(cfg, queries, world)
+    else:
+        parts = workers.pool.processes  # contiguous parts: a world's tasks are neighbours, built once
+        cuts = [len(queries) * i // parts for i in range(parts + 1)]
+        jobs = ((i, (cfg, list(queries[cuts[i] : cuts[i + 1]]), workers.world_dir)) for i in range(parts))
+        need = max((n for _, n in workers.pool.imap(_expert_need_in_worker, jobs)), default=0)
     if need > limit:
         raise ConfigError(
             f"eval.max_turns is {limit} but the {cfg.protocol} expert needs {need} turns on this run's "
@@ -838,32 +886,111 @@ def check_turn_budget(cfg: EvalStageConfig, queries: Sequence[Any], world: Any) 
     return need
 
 
+def expert_turn_need(cfg: EvalStageConfig, queries: Sequence[Any], world: Any) -> int:
+    """Return the most turns the protocol's expert takes to act out the reference plans of ``queries``."""
+    from star_lib.agent.rollout import run_episodes
+
+    limit = rollout_config(cfg.protocol, **cfg.options).max_turns
+    with_reference = [q for q in queries if q.reference_plan]
+    if not with_reference:
+        return 0
+    roomy = rollout_config(cfg.protocol, **{**cfg.options, "max_turns": max(limit, 64), "reward": "none"})
+    episodes = run_episodes(_expert(cfg.protocol, cfg.seed), with_reference, world, roomy)
+    return max(ep.turns for ep in episodes)
+
+
 def _episodes(
-    cfg: EvalStageConfig, policy: Any, queries: Sequence[Any], world: Any, out: Path, tag: str
+    cfg: EvalStageConfig,
+    model: Path | None,
+    queries: Sequence[Any],
+    world: Any,
+    out: Path,
+    tag: str,
+    workers: _Workers | None = None,
 ) -> tuple[Any, list[dict[str, Any]]]:
-    """One policy's episodes on ``queries`` as a table (checkpointed by chunk), and the chunk log."""
+    """One model's episodes on ``queries`` as a table (checkpointed by chunk), and the chunk log.
+
+    ``model`` is the model's folder (None: the expert). With ``workers`` the chunks are computed in its
+    worker processes, each loading the model and the world once.
+    """
+    import polars as pl
+
+    if workers is None:
+        policy = _load_policy(cfg, model)
+
+        def compute(start: int, chunk: Sequence[Any]) -> pl.DataFrame:
+            return _chunk_frame(cfg, policy, world, start, chunk)
+
+        frames, chunk_log = run_chunks(queries, cfg.chunk_size, out, compute, tag=tag)
+    else:
+
+        def parallel(starts: list[int]) -> Iterable[tuple[int, pl.DataFrame]]:
+            chunk = cfg.chunk_size
+            where = (cfg, model, tag, workers.world_dir)
+            jobs = [(s, (*where, s, list(queries[s : s + chunk]))) for s in starts]
+            return workers.pool.imap(_chunk_in_worker, jobs)
+
+        frames, chunk_log = run_chunks(queries, cfg.chunk_size, out, None, tag=tag, parallel=parallel)
+    return (pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()), chunk_log
+
+
+def _chunk_frame(cfg: EvalStageConfig, policy: Any, world: Any, start: int, chunk: Sequence[Any]) -> Any:
+    """Run one chunk of evaluation episodes (split episode ``i`` seeds its faults with ``seed + i``)."""
     import polars as pl
 
     from star_lib import rewards
     from star_lib.agent.rollout import episodes_frame, run_episodes
 
     reward = _reward_fn(cfg)
+    rollout = rollout_config(cfg.protocol, **{**cfg.options, "seed": cfg.seed + start})
+    episodes = run_episodes(policy, chunk, world, rollout, fault_config(cfg, seed=0))
+    return episodes_frame(episodes).with_columns(
+        pl.Series("query_index", [start + i for i in range(len(episodes))], dtype=pl.Int64),
+        pl.Series("run_reward", [reward(ep) for ep in episodes], dtype=pl.Float64),
+        pl.Series("sum", [rewards.sum_reward(ep.report, ep.malformed) for ep in episodes], pl.Float64),
+        pl.Series("report", [_report_json(ep.report) for ep in episodes], dtype=pl.String),
+        pl.Series(
+            "messages", [json.dumps(ep.messages, ensure_ascii=False) for ep in episodes], dtype=pl.String
+        ),
+    )
 
-    def compute(start: int, chunk: Sequence[Any]) -> pl.DataFrame:
-        rollout = rollout_config(cfg.protocol, **{**cfg.options, "seed": cfg.seed + start})
-        episodes = run_episodes(policy, chunk, world, rollout, fault_config(cfg, seed=0))
-        return episodes_frame(episodes).with_columns(
-            pl.Series("query_index", [start + i for i in range(len(episodes))], dtype=pl.Int64),
-            pl.Series("run_reward", [reward(ep) for ep in episodes], dtype=pl.Float64),
-            pl.Series("sum", [rewards.sum_reward(ep.report, ep.malformed) for ep in episodes], pl.Float64),
-            pl.Series("report", [_report_json(ep.report) for ep in episodes], dtype=pl.String),
-            pl.Series(
-                "messages", [json.dumps(ep.messages, ensure_ascii=False) for ep in episodes], dtype=pl.String
-            ),
-        )
 
-    frames, chunk_log = run_chunks(queries, cfg.chunk_size, out, compute, tag=tag)
-    return (pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()), chunk_log
+@dataclass(frozen=True)
+class _Workers:
+    """The eval stage's worker processes and the world folder they load."""
+
+    pool: Any
+    """A :class:`~star_lib.experiments.evalpool.ChunkPool`."""
+    world_dir: Path
+
+
+_WORKER_CACHE: dict[str, Any] = {}
+"""In a worker process: the world and the policy it loaded (``world``, ``policy`` and their keys)."""
+
+
+def _worker_world(world_dir: Path) -> Any:
+    if _WORKER_CACHE.get("world_key") != str(world_dir):
+        _WORKER_CACHE["world"], _WORKER_CACHE["world_key"] = load_world(world_dir), str(world_dir)
+    return _WORKER_CACHE["world"]
+
+
+def _chunk_in_worker(
+    cfg: EvalStageConfig, model: Path | None, tag: str, world_dir: Path, start: int, chunk: list[Any]
+) -> Any:
+    """:func:`_chunk_frame` in a worker process.
+
+    The world is loaded once per process, the policy once per process and table (``tag``): like
+    :func:`_episodes` in one process, each table's episodes start from a fresh policy (an empty KV cache).
+    """
+    key = (tag, str(model), cfg.policy, cfg.protocol, cfg.temperature, cfg.seed)
+    if _WORKER_CACHE.get("policy_key") != key:  # one policy at a time: a new table drops the last one
+        _WORKER_CACHE["policy"], _WORKER_CACHE["policy_key"] = _load_policy(cfg, model), key
+    return _chunk_frame(cfg, _WORKER_CACHE["policy"], _worker_world(world_dir), start, chunk)
+
+
+def _expert_need_in_worker(cfg: EvalStageConfig, queries: list[Any], world_dir: Path) -> int:
+    """:func:`expert_turn_need` in a worker process."""
+    return expert_turn_need(cfg, queries, _worker_world(world_dir))
 
 
 def _report_json(report: Any) -> str | None:

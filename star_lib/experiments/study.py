@@ -34,6 +34,7 @@ from typing import Any
 
 from star_lib.experiments.artifacts import stable_hash
 from star_lib.experiments.config import CONFIGS_DIR, ConfigError, ExperimentConfig
+from star_lib.experiments.evalpool import check_processes
 from star_lib.experiments.grids import Grid, load_grid
 from star_lib.experiments.runner import git_commit_of
 from star_lib.io import atomic_path, read_yaml
@@ -142,6 +143,9 @@ class StudyConfig:
     """Precision top-ups (``more_seeds`` in ``study.yaml``), applied when ``--seeds`` is not given."""
     jobs: int = 1
     """Runs at once (``star study --jobs`` overrides; :func:`check_jobs`); the estimate divides by it."""
+    eval_processes: int = 1
+    """Processes each run's greedy evaluation is split over (``star study --eval-processes`` overrides;
+    :mod:`star_lib.experiments.evalpool`): the run's ``threads`` as one-thread processes, same episodes."""
 
     def grid_path(self, name: str) -> Path:
         """Return the YAML file of grid ``name``."""
@@ -195,6 +199,7 @@ def read_study(path: str | os.PathLike[str] = STUDY_FILE) -> StudyConfig:
     if not isinstance(data, dict):
         raise StudyError(f"{path}: a study file is a mapping of settings, got {type(data).__name__}")
     allowed = ["scale", "seeds", "grids", "grid_budget_minutes", "timing", "more_seeds", "jobs"]
+    allowed.append("eval_processes")
     unknown = sorted(set(data) - set(allowed))
     if unknown:
         raise StudyError(f"{path}: unknown key(s) {unknown}; allowed keys are {allowed}")
@@ -215,6 +220,10 @@ def read_study(path: str | os.PathLike[str] = STUDY_FILE) -> StudyConfig:
     jobs = data.get("jobs", 1)
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise StudyError(f"{path}: jobs: give the number of runs at once (1 or more), got {jobs!r}")
+    try:
+        eval_processes = check_processes(data.get("eval_processes", 1), "eval_processes")
+    except ValueError as exc:
+        raise StudyError(f"{path}: {exc}") from None
     return StudyConfig(
         grids=tuple(grids),
         seeds=seeds,
@@ -224,6 +233,7 @@ def read_study(path: str | os.PathLike[str] = STUDY_FILE) -> StudyConfig:
         timing=Timing(**timing),
         folder=path.parent,
         jobs=jobs,
+        eval_processes=eval_processes,
     )
 
 

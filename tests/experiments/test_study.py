@@ -729,3 +729,25 @@ def test_also_clean_scores_a_noisy_arm_with_clean_tools_too_and_milestone_is_the
     table = pl.read_parquet(stage_dir(tmp_path / "_stages", "eval") / "eval.parquet")
     assert values["reward/mean"] == pytest.approx(table["run_reward"].mean())
     assert values["reward/mean"] > 0
+
+
+def test_eval_processes_come_from_the_study_file_or_the_option_and_reach_the_runs(
+    tmp_path, toy_study, monkeypatch
+):
+    import os
+
+    from star_lib.experiments.evalpool import ENV_VAR
+    from star_lib.experiments.study import StudyError, read_study
+
+    monkeypatch.setenv(ENV_VAR, "1")  # restored after the test: `star study` sets it for its runs
+    path = toy_study / "study.yaml"
+    path.write_text(yaml.safe_dump({"grids": ["rewards"], "seeds": [0], "eval_processes": 2}))
+    assert read_study(path).eval_processes == 2
+    assert main(study_args(tmp_path, toy_study, "--match", "rewards__sum__s0")) == 0
+    assert os.environ[ENV_VAR] == "2"
+    assert main(study_args(tmp_path, toy_study, "--eval-processes", "3", "--match", "rewards__sum__s0")) == 0
+    assert os.environ[ENV_VAR] == "3"
+    assert main(study_args(tmp_path, toy_study, "--eval-processes", "0")) == 2
+    path.write_text(yaml.safe_dump({"grids": ["rewards"], "eval_processes": "two"}))
+    with pytest.raises(StudyError, match=r"study.yaml: eval_processes: 'two' is not allowed"):
+        read_study(path)

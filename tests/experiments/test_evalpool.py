@@ -1,0 +1,107 @@
+"""Greedy evaluation split over worker processes (``STAR_EVAL_PROCESSES``) gives the one-process episodes."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from star_lib.experiments.config import ExperimentConfig
+from star_lib.experiments.evalpool import ENV_VAR, check_processes, eval_processes, pool_size
+from star_lib.experiments.pipeline import build_registry, run_chunks, run_eval
+from star_lib.experiments.runner import run_experiment, torch_threads
+
+
+def test_eval_processes_reads_the_variable_and_names_it_when_wrong():
+    assert eval_processes({}) == 1
+    assert eval_processes({ENV_VAR: " "}) == 1
+    assert eval_processes({ENV_VAR: "3"}) == 3
+    for bad in ("0", "two", "-1", "1.5"):
+        with pytest.raises(ValueError, match=rf"{ENV_VAR}='{bad}' is not allowed"):
+            eval_processes({ENV_VAR: bad})
+    assert check_processes(2) == 2
+    with pytest.raises(ValueError, match=r"--eval-processes: 0 is not allowed"):
+        check_processes(0)
+    with pytest.raises(ValueError, match=r"eval_processes: True is not allowed"):
+        check_processes(True, "eval_processes")
+
+
+def test_pool_size_is_bounded_by_threads_and_chunks():
+    assert pool_size(4, threads=2, chunks=10) == 2
+    assert pool_size(2, threads=8, chunks=1) == 1
+    assert pool_size(2, threads=2, chunks=12) == 2
+
+
+def test_run_chunks_saves_chunks_finished_out_of_order_and_returns_them_in_order(tmp_path):
+    asked: list[list[int]] = []
+
+    def parallel(starts):
+        asked.append(list(starts))
+        for start in reversed(starts):  # a pool hands chunks back as they finish
+            yield start, pl.DataFrame({"i": list(range(start, min(start + 2, 7)))})
+
+    frames, log = run_chunks(list(range(7)), 2, tmp_path, None, parallel=parallel)
+    assert pl.concat(frames)["i"].to_list() == list(range(7))
+    assert [e["start"] for e in log] == [6, 4, 2, 0]
+    (tmp_path / "_checkpoints" / "chunks" / "00000002.parquet").unlink()
+    frames, _ = run_chunks(list(range(7)), 2, tmp_path, None, parallel=parallel)
+    assert asked[-1] == [2]  # only the missing chunk is computed again
+    assert pl.concat(frames)["i"].to_list() == list(range(7))
+
+
+EXPERIMENT = {
+    "name": "split",
+    "threads": 2,
+    "protocol": "compact",
+    "rl_data_size": 8,
+    "tool_failure_rate": 0.2,  # fault draws are seeded per episode: they must not depend on the process
+    "stages": ["world", "synth", "teacher", "sft", "eval"],
+    "synth": {"n_base": 60},
+    "sft": {"max_steps": 2, "logging_steps": 1},
+    # a barely trained model writes malformed turns: with `observe` every episode runs several turns, so the
+    # conversation cache is reused between turns and across chunks as in a real evaluation
+    "eval": {"policy": "fast", "chunk_size": 2, "max_queries": 7, "max_turns": 30, "max_new_tokens": 24,
+             "on_format_error": "observe", "max_format_errors": 3, "also_clean": True},
+}  # fmt: skip
+
+
+def _eval_inputs(result, cache):
+    keys = {s["stage"]: s["key"] for s in result.stages}
+    synth = cache / "synth" / keys["synth"]
+    return {"world": cache / "world" / keys["world"] / "db", "data": synth / "base" / "test.jsonl",
+            "sft": cache / "sft" / keys["sft"]}  # fmt: skip
+
+
+def test_split_evaluation_gives_the_episodes_and_metrics_of_one_process(tmp_path, monkeypatch):
+    config = ExperimentConfig.from_dict(EXPERIMENT)
+    result = run_experiment(config, tmp_path / "g" / "split", cache=tmp_path / "_stages")
+    assert result.status == "done"
+    cfg = build_registry().get("eval").resolve_config(config)
+    inputs = _eval_inputs(result, tmp_path / "_stages")
+    outputs = {}
+    for processes in ("1", "2"):
+        monkeypatch.setenv(ENV_VAR, processes)
+        out = tmp_path / f"eval-{processes}"
+        out.mkdir()
+        with torch_threads(2):
+            info = run_eval(cfg, inputs, out)
+        assert info["processes"] == int(processes)
+        outputs[processes] = out
+    one, two = (pl.read_parquet(outputs[p] / "eval.parquet") for p in ("1", "2"))
+    assert one.height >= 6 and one["turns"].min() > 1
+    assert one.equals(two)
+    assert json.loads(one["faults"][0]) == json.loads(two["faults"][0])
+    m1, m2 = (pl.read_parquet(outputs[p] / "metrics.parquet") for p in ("1", "2"))
+    assert m1.filter(pl.col("metric").str.starts_with("eval/clean/")).height > 0
+    assert m1.equals(m2)
+
+
+def test_a_sampled_evaluation_stays_in_one_process(tmp_path, monkeypatch):
+    from star_lib.experiments.pipeline import EvalStageConfig, _eval_workers
+
+    monkeypatch.setenv(ENV_VAR, "2")
+    with torch_threads(2):
+        for cfg in (EvalStageConfig(policy="fast", temperature=0.7), EvalStageConfig(policy="transformers")):
+            with _eval_workers(cfg, tmp_path, chunks=8) as workers:
+                assert workers is None
