@@ -645,14 +645,14 @@ def _evaluate(
     from star_lib.travel.metrics import compute_metrics
 
     world = load_world(inputs["world"])
-    check_turn_budget(cfg, queries, world, workers)
     models = _eval_models(cfg, inputs)
     tables: dict[str, pl.DataFrame] = {}
     rows: list[dict[str, Any]] = []
     chunk_log: list[dict[str, Any]] = []
     for name, path in models:
         tag = name if len(models) > 1 else ""
-        tables[name], chunk_log = _episodes(cfg, path, queries, world, out, tag, workers)
+        first = name == models[0][0]  # the tasks' turn budget is checked once, with the first model's chunks
+        tables[name], chunk_log = _episodes(cfg, path, queries, world, out, tag, workers, check=first)
         pairs = tables[name].select("query_index", "report").iter_rows()
         reports = {i: _report_from_json(text) for i, text in pairs}
         values = compute_metrics(queries, [reports.get(i) for i in range(len(queries))])
@@ -713,7 +713,7 @@ def _eval_clean(
     for name, path in models:
         table = noisy[name]
         if faulty:
-            table, _ = _episodes(clean_cfg, path, queries, world, out, f"clean-{name}", workers)
+            table, _ = _episodes(clean_cfg, path, queries, world, out, f"clean-{name}", workers, check=False)
         reports = dict(table.select("query_index", "report").iter_rows())
         values = compute_metrics(queries, [_report_from_json(reports.get(i)) for i in range(len(queries))])
         values.update({k: v for k, v in episode_summary(table).items() if k not in values})
@@ -824,15 +824,15 @@ def _eval_ood(
     queries = read_queries(inputs["ood"] / "test.jsonl")[: cfg.max_queries]
     shifts = {s: flags[: len(queries)] for s, flags in read_shifts(inputs["ood"]).items()}
     ood_cfg = dataclasses.replace(cfg, options={**cfg.options, **cfg.ood})
-    try:
-        check_turn_budget(ood_cfg, queries, world, workers)
-    except ConfigError as exc:
-        raise ConfigError(f"on the OOD split, {str(exc).replace('eval.', 'eval.ood.')}") from None
     rows: list[dict[str, Any]] = []
     tables: dict[str, Any] = {}
     primary = models[-1][0]
     for name, path in models:
-        table, _ = _episodes(ood_cfg, path, queries, world, out, f"ood-{name}", workers)
+        tag, first = f"ood-{name}", name == models[0][0]
+        try:
+            table, _ = _episodes(ood_cfg, path, queries, world, out, tag, workers, check=first)
+        except TurnBudgetError as exc:
+            raise TurnBudgetError(f"on the OOD split, {str(exc).replace('eval.', 'eval.ood.')}") from None
         tables[name] = table
         reports = dict(table.select("query_index", "report").iter_rows())
         every = [_report_from_json(reports.get(i)) for i in range(len(queries))]
@@ -857,37 +857,21 @@ def _eval_ood(
     return rows
 
 
-def check_turn_budget(
-    cfg: EvalStageConfig, queries: Sequence[Any], world: Any, workers: _Workers | None = None
-) -> int:
+class TurnBudgetError(ConfigError):
+    """An evaluation turn limit the expert cannot finish the tasks in (see :func:`check_turn_budget`)."""
+
+
+def check_turn_budget(cfg: EvalStageConfig, queries: Sequence[Any], world: Any) -> int:
     """Refuse an evaluation whose turn limit is below what the expert needs on its tasks; returns that need.
 
     An episode cut by the turn limit scores 0 whatever the policy knows, so a limit the programmatic expert
-    cannot finish in measures the limit, not the policy (every arm then reads 0 %). With ``workers`` the
-    tasks are split over its processes.
+    cannot finish in measures the limit, not the policy (every arm then reads 0 %). The eval stage checks
+    each chunk's tasks just before the model runs them (their worlds are then built once for both).
 
     Raises:
-        ConfigError: naming both numbers and what to change.
+        TurnBudgetError: naming both numbers and what to change.
 
     """
-    limit = rollout_config(cfg.protocol, **cfg.options).max_turns
-    if workers is None:
-        need = expert_turn_need(cfg, queries, world)
-    else:
-        parts = workers.pool.processes  # contiguous parts: a world's tasks are neighbours, built once
-        cuts = [len(queries) * i // parts for i in range(parts + 1)]
-        jobs = ((i, (cfg, list(queries[cuts[i] : cuts[i + 1]]), workers.world_dir)) for i in range(parts))
-        need = max((n for _, n in workers.pool.imap(_expert_need_in_worker, jobs)), default=0)
-    if need > limit:
-        raise ConfigError(
-            f"eval.max_turns is {limit} but the {cfg.protocol} expert needs {need} turns on this run's "
-            f"tasks: every longer episode would end at the limit; set eval.max_turns >= {need}"
-        )
-    return need
-
-
-def expert_turn_need(cfg: EvalStageConfig, queries: Sequence[Any], world: Any) -> int:
-    """Return the most turns the protocol's expert takes to act out the reference plans of ``queries``."""
     from star_lib.agent.rollout import run_episodes
 
     limit = rollout_config(cfg.protocol, **cfg.options).max_turns
@@ -896,7 +880,13 @@ def expert_turn_need(cfg: EvalStageConfig, queries: Sequence[Any], world: Any) -
         return 0
     roomy = rollout_config(cfg.protocol, **{**cfg.options, "max_turns": max(limit, 64), "reward": "none"})
     episodes = run_episodes(_expert(cfg.protocol, cfg.seed), with_reference, world, roomy)
-    return max(ep.turns for ep in episodes)
+    need = max(ep.turns for ep in episodes)
+    if need > limit:
+        raise TurnBudgetError(
+            f"eval.max_turns is {limit} but the {cfg.protocol} expert needs {need} turns on this run's "
+            f"tasks: every longer episode would end at the limit; set eval.max_turns >= {need}"
+        )
+    return need
 
 
 def _episodes(
@@ -907,40 +897,55 @@ def _episodes(
     out: Path,
     tag: str,
     workers: _Workers | None = None,
+    *,
+    check: bool = True,
 ) -> tuple[Any, list[dict[str, Any]]]:
     """One model's episodes on ``queries`` as a table (checkpointed by chunk), and the chunk log.
 
     ``model`` is the model's folder (None: the expert). With ``workers`` the chunks are computed in its
-    worker processes, each loading the model and the world once.
+    worker processes, each loading the model and the world once. With ``check`` each chunk's tasks pass
+    :func:`check_turn_budget` first.
+
+    Raises:
+        TurnBudgetError: The turn limit is too low for the expert on these tasks (the need of all of them).
+
     """
     import polars as pl
 
-    if workers is None:
-        policy = _load_policy(cfg, model)
+    size = cfg.chunk_size
+    try:
+        if workers is None:
+            policy = _load_policy(cfg, model)
 
-        def compute(start: int, chunk: Sequence[Any]) -> pl.DataFrame:
-            return _chunk_frame(cfg, policy, world, start, chunk)
+            def compute(start: int, chunk: Sequence[Any]) -> pl.DataFrame:
+                return _chunk_frame(cfg, policy, world, start, chunk, check)
 
-        frames, chunk_log = run_chunks(queries, cfg.chunk_size, out, compute, tag=tag)
-    else:
+            frames, chunk_log = run_chunks(queries, size, out, compute, tag=tag)
+        else:
 
-        def parallel(starts: list[int]) -> Iterable[tuple[int, pl.DataFrame]]:
-            chunk = cfg.chunk_size
-            where = (cfg, model, tag, workers.world_dir)
-            jobs = [(s, (*where, s, list(queries[s : s + chunk]))) for s in starts]
-            return workers.pool.imap(_chunk_in_worker, jobs)
+            def parallel(starts: list[int]) -> Iterable[tuple[int, pl.DataFrame]]:
+                where = (cfg, model, tag, check, workers.world_dir)
+                jobs = [(s, (*where, s, list(queries[s : s + size]))) for s in starts]
+                return workers.pool.imap(_chunk_in_worker, jobs)
 
-        frames, chunk_log = run_chunks(queries, cfg.chunk_size, out, None, tag=tag, parallel=parallel)
+            frames, chunk_log = run_chunks(queries, size, out, None, tag=tag, parallel=parallel)
+    except TurnBudgetError:
+        check_turn_budget(cfg, queries, world)  # one chunk's tasks fell short: name the whole split's need
+        raise
     return (pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()), chunk_log
 
 
-def _chunk_frame(cfg: EvalStageConfig, policy: Any, world: Any, start: int, chunk: Sequence[Any]) -> Any:
+def _chunk_frame(
+    cfg: EvalStageConfig, policy: Any, world: Any, start: int, chunk: Sequence[Any], check: bool
+) -> Any:
     """Run one chunk of evaluation episodes (split episode ``i`` seeds its faults with ``seed + i``)."""
     import polars as pl
 
     from star_lib import rewards
     from star_lib.agent.rollout import episodes_frame, run_episodes
 
+    if check:
+        check_turn_budget(cfg, chunk, world)
     reward = _reward_fn(cfg)
     rollout = rollout_config(cfg.protocol, **{**cfg.options, "seed": cfg.seed + start})
     episodes = run_episodes(policy, chunk, world, rollout, fault_config(cfg, seed=0))
@@ -975,7 +980,13 @@ def _worker_world(world_dir: Path) -> Any:
 
 
 def _chunk_in_worker(
-    cfg: EvalStageConfig, model: Path | None, tag: str, world_dir: Path, start: int, chunk: list[Any]
+    cfg: EvalStageConfig,
+    model: Path | None,
+    tag: str,
+    check: bool,
+    world_dir: Path,
+    start: int,
+    chunk: list[Any],
 ) -> Any:
     """:func:`_chunk_frame` in a worker process.
 
@@ -985,12 +996,7 @@ def _chunk_in_worker(
     key = (tag, str(model), cfg.policy, cfg.protocol, cfg.temperature, cfg.seed)
     if _WORKER_CACHE.get("policy_key") != key:  # one policy at a time: a new table drops the last one
         _WORKER_CACHE["policy"], _WORKER_CACHE["policy_key"] = _load_policy(cfg, model), key
-    return _chunk_frame(cfg, _WORKER_CACHE["policy"], _worker_world(world_dir), start, chunk)
-
-
-def _expert_need_in_worker(cfg: EvalStageConfig, queries: list[Any], world_dir: Path) -> int:
-    """:func:`expert_turn_need` in a worker process."""
-    return expert_turn_need(cfg, queries, _worker_world(world_dir))
+    return _chunk_frame(cfg, _WORKER_CACHE["policy"], _worker_world(world_dir), start, chunk, check)
 
 
 def _report_json(report: Any) -> str | None:

@@ -66,19 +66,23 @@ EXPERIMENT = {
 }  # fmt: skip
 
 
-def _eval_inputs(result, cache):
-    keys = {s["stage"]: s["key"] for s in result.stages}
-    synth = cache / "synth" / keys["synth"]
-    return {"world": cache / "world" / keys["world"] / "db", "data": synth / "base" / "test.jsonl",
-            "sft": cache / "sft" / keys["sft"]}  # fmt: skip
-
-
-def test_split_evaluation_gives_the_episodes_and_metrics_of_one_process(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """(the experiment, its eval stage config, the eval inputs in its cache) after a run through eval."""
+    root = tmp_path_factory.mktemp("split")
     config = ExperimentConfig.from_dict(EXPERIMENT)
-    result = run_experiment(config, tmp_path / "g" / "split", cache=tmp_path / "_stages")
-    assert result.status == "done"
-    cfg = build_registry().get("eval").resolve_config(config)
-    inputs = _eval_inputs(result, tmp_path / "_stages")
+    result = run_experiment(config, root / "g" / "split", cache=root / "_stages")
+    assert result.status == "done", result.error
+    keys = {s["stage"]: s["key"] for s in result.stages}
+    cache = root / "_stages"
+    inputs = {"world": cache / "world" / keys["world"] / "db",
+              "data": cache / "synth" / keys["synth"] / "base" / "test.jsonl",
+              "sft": cache / "sft" / keys["sft"]}  # fmt: skip
+    return config, build_registry().get("eval").resolve_config(config), inputs
+
+
+def test_split_evaluation_gives_the_episodes_and_metrics_of_one_process(trained, tmp_path, monkeypatch):
+    _, cfg, inputs = trained
     outputs = {}
     for processes in ("1", "2"):
         monkeypatch.setenv(ENV_VAR, processes)
@@ -95,6 +99,26 @@ def test_split_evaluation_gives_the_episodes_and_metrics_of_one_process(tmp_path
     m1, m2 = (pl.read_parquet(outputs[p] / "metrics.parquet") for p in ("1", "2"))
     assert m1.filter(pl.col("metric").str.starts_with("eval/clean/")).height > 0
     assert m1.equals(m2)
+
+
+def test_a_turn_limit_too_low_for_one_chunk_names_the_whole_splits_need(trained, tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from star_lib.experiments.pipeline import TurnBudgetError, check_turn_budget, load_world
+    from star_lib.io import read_queries
+
+    _, cfg, inputs = trained
+    queries = read_queries(inputs["data"])[: cfg.max_queries]
+    need = check_turn_budget(cfg, queries, load_world(inputs["world"]))
+    short = replace(cfg, options={**cfg.options, "max_turns": 4})
+    assert need > 4
+    for processes in ("1", "2"):
+        monkeypatch.setenv(ENV_VAR, processes)
+        out = tmp_path / f"short-{processes}"
+        out.mkdir()
+        message = rf"max_turns is 4 but .* needs {need} turns"
+        with torch_threads(2), pytest.raises(TurnBudgetError, match=message):
+            run_eval(short, inputs, out)
 
 
 def test_a_sampled_evaluation_stays_in_one_process(tmp_path, monkeypatch):

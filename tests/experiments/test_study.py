@@ -751,3 +751,9 @@ def test_eval_processes_come_from_the_study_file_or_the_option_and_reach_the_run
     path.write_text(yaml.safe_dump({"grids": ["rewards"], "eval_processes": "two"}))
     with pytest.raises(StudyError, match=r"study.yaml: eval_processes: 'two' is not allowed"):
         read_study(path)
+
+
+def test_an_ood_turn_limit_the_expert_cannot_finish_in_names_the_ood_setting(ood_run):
+    config = toy(name="short-ood", eval={**TOY["eval"], "ood": {"max_turns": 6, "max_context_tokens": 4096}})
+    with pytest.raises(ConfigError, match=r"on the OOD split, eval.ood.max_turns is 6 but the compact"):
+        run_experiment(config, ood_run / "g" / "short-ood", cache=ood_run / "_stages")
