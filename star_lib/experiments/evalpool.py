@@ -1,17 +1,16 @@
 """Greedy CPU evaluation split over one-thread processes (``STAR_EVAL_PROCESSES``, ``--eval-processes``).
 
-On a few CPU cores a small model's decoding is bound by per-operation overhead, not arithmetic: a second
-torch thread barely speeds one process up, while two one-thread processes decode about twice as many
-episodes (``benchmarks/bench_threads.py``). The eval stage's episodes are independent and checkpointed by
-chunk, so with ``STAR_EVAL_PROCESSES=N`` it hands its chunks (and the expert's turn-budget check) to
-``N`` worker processes of ``threads // N`` torch threads each, where ``threads`` is what the run was given
-(``ExperimentConfig.threads``). Chunks are saved in the same files as one process saves them, so a resumed
-evaluation does not care how its chunks were computed.
+On a few CPU cores a small model's decoding gains little from a second torch thread, while two one-thread
+processes decode more episodes between them (``benchmarks/bench_threads.py``). The eval stage's chunks are
+independent and checkpointed, so with ``STAR_EVAL_PROCESSES=N`` it computes them (each one's turn-budget
+check included) in ``N`` processes of ``threads // N`` torch threads — its own and ``N - 1`` spawned
+workers — where ``threads`` is what the run was given (``ExperimentConfig.threads``). Chunks are saved in the
+same files one process saves, so a resumed evaluation does not care how its chunks were computed.
 
 It applies only where it cannot change a result: greedy decoding (``temperature: 0``) with the fast CPU
-sampler. Elsewhere the stage runs in its own process, as without the setting. Whether a split evaluation
-reproduces a one-process evaluation exactly is checked by ``tests/test_evalpool.py`` on a tiny model and
-was checked on the tiny study's trained models (``reports/tiny-study/README.md``).
+sampler. Elsewhere the stage runs in its own process, as without the setting. That a split evaluation
+reproduces a one-process evaluation exactly is tested (``tests/experiments/test_evalpool.py``) and was
+checked on trained tiny study models (``benchmarks/bench_eval_processes.py``).
 
 The setting is an environment variable, not a config field, because it changes how a run computes, not what:
 it is not part of any run's or stage's key. ``star run`` and ``star study`` set it from
@@ -21,8 +20,11 @@ it is not part of any run's or stage's key. ``star run`` and ``star study`` set 
 from __future__ import annotations
 
 import os
+import queue
+import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 ENV_VAR = "STAR_EVAL_PROCESSES"
@@ -71,18 +73,25 @@ def pool_size(requested: int, threads: int, chunks: int) -> int:
     return max(1, min(requested, threads, chunks))
 
 
-def _set_threads(threads: int) -> None:
+def _set_threads(threads: int) -> int:
+    """Set this process's torch threads; return the number it had."""
     import torch
 
+    before = torch.get_num_threads()
     torch.set_num_threads(threads)
+    return before
 
 
 class ChunkPool:
-    """Worker processes (spawned, so no torch thread pool is forked) that run module-level functions.
+    """Jobs shared by this process and ``processes - 1`` spawned workers (no torch thread pool is forked).
+
+    This process computes jobs too, from the first moment, while the workers start (importing torch and
+    loading a model takes them seconds): each process takes the next job when it is free, so they finish
+    together. Jobs run module-level functions (they are pickled to the workers).
 
     Args:
-        processes: Worker processes.
-        threads: torch threads of each worker.
+        processes: Processes computing jobs, this one included (>= 2).
+        threads: torch threads of each of them while jobs run (this process's are restored afterwards).
 
     Use it as a context manager: leaving the block stops the workers, and pending work is cancelled.
 
@@ -91,10 +100,12 @@ class ChunkPool:
     def __init__(self, processes: int, threads: int) -> None:
         import multiprocessing
 
+        if processes < 2:
+            raise ValueError(f"a ChunkPool needs 2 or more processes, got {processes}")
         self.processes = processes
         self.threads = threads
         self._executor = ProcessPoolExecutor(
-            processes,
+            processes - 1,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_set_threads,
             initargs=(threads,),
@@ -109,17 +120,48 @@ class ChunkPool:
     def imap(
         self, fn: Callable[..., Any], jobs: Iterable[tuple[Any, tuple[Any, ...]]]
     ) -> Iterator[tuple[Any, Any]]:
-        """Run ``fn(*args)`` for each ``(tag, args)`` in the workers; yield ``(tag, result)`` as each ends.
+        """Run ``fn(*args)`` for each ``(tag, args)``; yield ``(tag, result)`` as each ends, in any order.
 
-        A worker's exception is raised here (the rest of the work is cancelled).
+        An exception of a job (here or in a worker) is raised here; the jobs not started are dropped.
         """
-        pending: dict[Future, Any] = {self._executor.submit(fn, *args): tag for tag, args in jobs}
+        todo = deque(jobs)
+        total = len(todo)
+        lock = threading.Lock()
+        finished: queue.Queue[tuple[Any, Future]] = queue.Queue()
+
+        def next_job() -> tuple[Any, tuple[Any, ...]] | None:
+            with lock:
+                return todo.popleft() if todo else None
+
+        def send_next(_: object = None) -> None:  # a worker is free: hand it the next job
+            job = next_job()
+            if job is None:
+                return
+            try:
+                future = self._executor.submit(fn, *job[1])
+            except RuntimeError:  # shutting down after an error
+                return
+            future.add_done_callback(lambda f, tag=job[0]: (finished.put((tag, f)), send_next()))
+
+        for _ in range(self.processes - 1):
+            send_next()
+        before = _set_threads(self.threads)
+        done = 0
         try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    tag = pending.pop(future)
+            while done < total:
+                while not finished.empty():
+                    tag, future = finished.get()
+                    done += 1
+                    yield tag, future.result()
+                job = next_job()
+                if job is not None:
+                    done += 1
+                    yield job[0], fn(*job[1])
+                elif done < total:
+                    tag, future = finished.get()  # nothing left to start: wait for a worker
+                    done += 1
                     yield tag, future.result()
         finally:
-            for future in pending:
-                future.cancel()
+            with lock:
+                todo.clear()
+            _set_threads(before)

@@ -632,8 +632,11 @@ def _eval_workers(cfg: EvalStageConfig, world_dir: Path, chunks: int) -> Iterato
     if processes <= 1:
         yield None
         return
-    with ChunkPool(processes, max(1, threads // processes)) as pool:
-        yield _Workers(pool, world_dir)
+    try:
+        with ChunkPool(processes, max(1, threads // processes)) as pool:
+            yield _Workers(pool, world_dir)
+    finally:
+        _WORKER_CACHE.clear()  # this process computed chunks too: drop its copy of the policy and world
 
 
 def _evaluate(
@@ -970,7 +973,7 @@ class _Workers:
 
 
 _WORKER_CACHE: dict[str, Any] = {}
-"""In a worker process: the world and the policy it loaded (``world``, ``policy`` and their keys)."""
+"""In a process computing chunks for a pool: the world and the policy it loaded (and their keys)."""
 
 
 def _worker_world(world_dir: Path) -> Any:

@@ -27,6 +27,12 @@ DAEMONS = ("munged", "mariadbd", "mariadb-install-db", "slurmdbd", "slurmctld", 
 MUNGE_DIR = Path("/run/munge")
 
 
+@pytest.fixture(autouse=True)
+def _one_eval_process(monkeypatch):
+    """Each test starts with one eval process; what `star study`/`star run` set for their runs is undone."""
+    monkeypatch.setenv("STAR_EVAL_PROCESSES", "1")
+
+
 @dataclass
 class SlurmCluster:
     """Handles of the running cluster."""

@@ -33,6 +33,20 @@ def test_pool_size_is_bounded_by_threads_and_chunks():
     assert pool_size(2, threads=2, chunks=12) == 2
 
 
+def test_chunk_pool_yields_every_job_once_and_raises_a_jobs_error():
+    import math
+
+    from star_lib.experiments.evalpool import ChunkPool
+
+    with ChunkPool(2, threads=1) as pool:
+        results = dict(pool.imap(math.sqrt, [(i, (float(i * i),)) for i in range(12)]))
+        assert results == {i: float(i) for i in range(12)}
+        with pytest.raises(ValueError, match="math domain error"):
+            list(pool.imap(math.sqrt, [(i, (float(i - 5),)) for i in range(12)]))
+    with pytest.raises(ValueError, match="needs 2 or more processes"):
+        ChunkPool(1, threads=1)
+
+
 def test_run_chunks_saves_chunks_finished_out_of_order_and_returns_them_in_order(tmp_path):
     asked: list[list[int]] = []
 
