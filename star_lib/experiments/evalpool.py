@@ -133,13 +133,15 @@ class ChunkPool:
             with lock:
                 return todo.popleft() if todo else None
 
-        def send_next(_: object = None) -> None:  # a worker is free: hand it the next job
+        def send_next() -> None:  # a worker is free: hand it the next job
             job = next_job()
             if job is None:
                 return
             try:
                 future = self._executor.submit(fn, *job[1])
-            except RuntimeError:  # shutting down after an error
+            except RuntimeError:  # a broken pool (a worker was killed): leave the job to this process
+                with lock:
+                    todo.appendleft(job)
                 return
             future.add_done_callback(lambda f, tag=job[0]: (finished.put((tag, f)), send_next()))
 
