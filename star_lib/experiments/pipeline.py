@@ -642,6 +642,7 @@ def _eval_workers(cfg: EvalStageConfig, world_dir: Path, chunks: int) -> Iterato
 def _evaluate(
     cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path, queries: list[Any], workers: _Workers | None
 ) -> dict[str, Any]:
+    """:func:`run_eval` once its worker processes (if any) are up: every table, metric and file it writes."""
     import polars as pl
 
     from star_lib.agent.summary import episode_summary, paired_difference
