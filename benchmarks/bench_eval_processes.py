@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from star_lib.experiments.evalpool import ENV_VAR  # noqa: E402
 from star_lib.experiments.pipeline import build_registry, load_config, run_eval  # noqa: E402
-from star_lib.experiments.runner import read_run_record, torch_threads  # noqa: E402
+from star_lib.experiments.runner import input_paths, read_run_record, torch_threads  # noqa: E402
 
 OUTPUTS = ("eval.parquet", "ood.parquet", "metrics.parquet")
 
@@ -46,15 +46,9 @@ def eval_stage(run_dir: Path) -> tuple[object, dict[str, Path], Path, int]:
     missing = [str(f) for f in folders.values() if not f.is_dir()]
     if missing:
         raise SystemExit(f"{run_dir}: its stage cache no longer holds {missing}")
-    inputs = {"world": folders["world"] / "db", "data": folders["synth"] / "base" / "test.jsonl"}
-    if (folders["synth"] / "ood").is_dir():
-        inputs["ood"] = folders["synth"] / "ood"
-    if "sft" in folders:
-        inputs["sft"] = folders["sft"]
-    if "rl" in folders:
-        inputs["rl"] = folders["rl"] / "model"
-    cfg = build_registry().get("eval").resolve_config(config)
-    return cfg, inputs, folders["eval"], config.threads or (os.cpu_count() or 1)
+    stage = build_registry().get("eval")
+    inputs = input_paths(stage, config.stages, folders)
+    return stage.resolve_config(config), inputs, folders["eval"], config.threads or (os.cpu_count() or 1)
 
 
 def same_outputs(a: Path, b: Path) -> bool:

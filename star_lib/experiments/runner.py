@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from star_lib.experiments.artifacts import StageOutput, StageStore, machine_facts
 from star_lib.experiments.config import CONFIGS_DIR, ConfigError, ExperimentConfig, save_config
 from star_lib.experiments.pipeline import build_registry
-from star_lib.experiments.stages import Registry
+from star_lib.experiments.stages import Registry, Stage
 from star_lib.io import atomic_path, read_json, write_json_atomic, write_parquet_atomic
 from star_lib.train.progress import PROGRESS_ENV
 
@@ -163,6 +163,26 @@ def run_stages(
     return outputs
 
 
+def input_paths(stage: Stage, stages: Sequence[str], folders: Mapping[str, Path]) -> dict[str, Path]:
+    """Return the paths ``stage`` reads, given the output folder of each earlier stage.
+
+    An optional input (its spec ends in ``?``, e.g. ``ood?``) whose source did not write it is left out.
+
+    Raises:
+        ConfigError: A required input's source stage is not among ``folders``.
+
+    """
+    paths: dict[str, Path] = {}
+    for input_name, (source, spec) in stage.inputs(tuple(stages)).items():
+        rel = spec.removesuffix("?")
+        if spec.endswith("?") and (source not in folders or not (folders[source] / rel).exists()):
+            continue
+        if source not in folders:
+            raise ConfigError(f"stage {stage.name!r} reads {source!r} output; add {source!r} to stages")
+        paths[input_name] = folders[source] / rel if rel not in ("", ".") else folders[source]
+    return paths
+
+
 @contextlib.contextmanager
 def torch_threads(threads: int) -> Iterator[None]:
     """Run the block with ``threads`` torch CPU threads (0: leave torch's default), then restore them."""
@@ -190,16 +210,12 @@ def _run_stage(
 ) -> StageOutput:
     """Look up or build one stage from the outputs of the stages before it."""
     stage = registry.get(name)
-    inputs: dict[str, Path] = {}
-    hashes: dict[str, str] = {}
-    for input_name, (source, spec) in stage.inputs(config.stages).items():
-        rel = spec.removesuffix("?")  # "ood?": optional, left out when the source did not write it
-        if spec.endswith("?") and (source not in outputs or not (outputs[source].path / rel).exists()):
-            continue
-        if source not in outputs:
-            raise ConfigError(f"stage {name!r} reads {source!r} output; add {source!r} to stages")
-        inputs[input_name] = outputs[source].path / rel if rel not in ("", ".") else outputs[source].path
-        hashes[input_name] = outputs[source].file_hash(rel)
+    inputs = input_paths(stage, config.stages, {source: out.path for source, out in outputs.items()})
+    hashes = {
+        input_name: outputs[source].file_hash(spec.removesuffix("?"))
+        for input_name, (source, spec) in stage.inputs(config.stages).items()
+        if input_name in inputs
+    }
     config_dict = stage.config_dict(stage_config)
     key = store.key(name, stage.version, config_dict, hashes)
     info = {"config": config_dict, "inputs": hashes, "version": stage.version, "threads": config.threads}

@@ -198,8 +198,9 @@ def read_study(path: str | os.PathLike[str] = STUDY_FILE) -> StudyConfig:
     data = read_yaml(path) or {}
     if not isinstance(data, dict):
         raise StudyError(f"{path}: a study file is a mapping of settings, got {type(data).__name__}")
-    allowed = ["scale", "seeds", "grids", "grid_budget_minutes", "timing", "more_seeds", "jobs"]
-    allowed.append("eval_processes")
+    allowed = [
+        "scale", "seeds", "grids", "grid_budget_minutes", "timing", "more_seeds", "jobs", "eval_processes"
+    ]  # fmt: skip
     unknown = sorted(set(data) - set(allowed))
     if unknown:
         raise StudyError(f"{path}: unknown key(s) {unknown}; allowed keys are {allowed}")

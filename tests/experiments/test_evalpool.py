@@ -10,7 +10,7 @@ import pytest
 from star_lib.experiments.config import ExperimentConfig
 from star_lib.experiments.evalpool import ENV_VAR, check_processes, eval_processes, pool_size
 from star_lib.experiments.pipeline import build_registry, run_chunks, run_eval
-from star_lib.experiments.runner import run_experiment, torch_threads
+from star_lib.experiments.runner import input_paths, run_experiment, torch_threads
 
 
 def test_eval_processes_reads_the_variable_and_names_it_when_wrong():
@@ -87,12 +87,9 @@ def trained(tmp_path_factory):
     config = ExperimentConfig.from_dict(EXPERIMENT)
     result = run_experiment(config, root / "g" / "split", cache=root / "_stages")
     assert result.status == "done", result.error
-    keys = {s["stage"]: s["key"] for s in result.stages}
-    cache = root / "_stages"
-    inputs = {"world": cache / "world" / keys["world"] / "db",
-              "data": cache / "synth" / keys["synth"] / "base" / "test.jsonl",
-              "sft": cache / "sft" / keys["sft"]}  # fmt: skip
-    return config, build_registry().get("eval").resolve_config(config), inputs
+    folders = {s["stage"]: root / "_stages" / s["stage"] / s["key"] for s in result.stages}
+    stage = build_registry().get("eval")
+    return config, stage.resolve_config(config), input_paths(stage, config.stages, folders)
 
 
 def test_split_evaluation_gives_the_episodes_and_metrics_of_one_process(trained, tmp_path, monkeypatch):
