@@ -103,7 +103,7 @@ def run_study_command(args: argparse.Namespace) -> int:
     import yaml
 
     from star_lib.cli.experiments import parse_seeds
-    from star_lib.experiments.evalpool import use_eval_processes
+    from star_lib.experiments.evalpool import check_processes, use_eval_processes
     from star_lib.experiments.study import (
         MIN_SEEDS,
         PROJECT_ROOT,
@@ -139,10 +139,15 @@ def run_study_command(args: argparse.Namespace) -> int:
                     return 0
         raise ValueError(f"--config-of {args.config_of}: no run of that name in {[g.name for g in grids]}")
     out = args.out or str(PROJECT_ROOT / PUBLISHED_DIR)
+    processes = check_processes(
+        study.eval_processes if args.eval_processes is None else args.eval_processes, "--eval-processes"
+    )
     if args.dry_run:
-        print(describe_estimates(estimate(chosen, study.timing), study.grid_budget_minutes, jobs))
+        estimates = estimate(chosen, study.timing, eval_processes=processes)
+        print(describe_estimates(estimates, study.grid_budget_minutes, jobs))
         if not args.rerun:
-            print(describe_left(chosen, study.timing, publication_status(chosen, out), out, jobs))
+            status = publication_status(chosen, out)
+            print(describe_left(chosen, study.timing, status, out, jobs, eval_processes=processes))
         return 0
     if args.verify:
         return show_reproductions(verify_study(chosen, args.runs, out), args.runs)
@@ -153,7 +158,7 @@ def run_study_command(args: argparse.Namespace) -> int:
             f"--jobs {jobs} runs each run in its own process; drop --in-process or pass --jobs 1"
         )
     check_jobs(jobs, chosen)
-    use_eval_processes(study.eval_processes if args.eval_processes is None else args.eval_processes)
+    use_eval_processes(processes)
 
     def show(outcome: Any) -> None:
         extra = f"  {outcome.error}" if outcome.error else ("  committed" if outcome.committed else "")
@@ -195,14 +200,17 @@ def fits(jobs: int, grids: list[Any]) -> bool:
     return True
 
 
-def describe_left(grids: list[Any], timing: Any, status: dict[str, str], out: str, jobs: int = 1) -> str:
+def describe_left(
+    grids: list[Any], timing: Any, status: dict[str, str], out: str, jobs: int = 1, *, eval_processes: int = 1
+) -> str:
     """Return the dry run's last line: how many runs are published under ``out`` and what is left to run."""
     from star_lib.experiments.study import estimate
 
     total = sum(len(g.runs) for g in grids)
     if not status:
         return f"left to run: all {total} runs (none published in {out})"
-    left = sum(e.seconds for e in estimate(grids, timing, skip=status)) / 3600 / jobs
+    left = sum(e.seconds for e in estimate(grids, timing, skip=status, eval_processes=eval_processes))
+    left = left / 3600 / jobs
     counts = {s: sum(v == s for v in status.values()) for s in ("published", "shared")}
     return (
         f"left to run: {total - len(status)} of {total} runs ({counts['published']} published in {out}, "

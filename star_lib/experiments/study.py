@@ -96,6 +96,9 @@ class Timing:
     """One held-out evaluation episode of ``tiny``."""
     ood_episode: float = 0.25
     """One OOD evaluation episode of ``tiny``."""
+    eval_split: float = 1.0
+    """How many times faster a greedy evaluation runs split over processes (``eval_processes`` > 1) than in
+    one (``benchmarks/bench_eval_processes.py`` measures it); the estimate divides evaluation time by it."""
     model_factor: dict[str, float] = field(
         default_factory=lambda: {"tiny-s": 0.6, "tiny": 1.0, "tiny-l": 2.0}
     )
@@ -318,8 +321,12 @@ class GridEstimate:
         return sum(1 for r in self.runs if stage in r.new)
 
 
-def _stage_seconds(name: str, config: ExperimentConfig, timing: Timing) -> float:
-    """Seconds one stage of ``config`` takes, from its budgets (steps, episodes) and :class:`Timing`."""
+def _stage_seconds(name: str, config: ExperimentConfig, timing: Timing, eval_processes: int = 1) -> float:
+    """Seconds one stage of ``config`` takes, from its budgets (steps, episodes) and :class:`Timing`.
+
+    With ``eval_processes`` > 1 a greedy evaluation is split (:mod:`star_lib.experiments.evalpool`), so it
+    takes ``1 / timing.eval_split`` of the time.
+    """
     factor = timing.model_factor.get(config.model, 1.0)
     if name in ("world", "synth", "teacher"):
         return float(getattr(timing, name))
@@ -337,7 +344,9 @@ def _stage_seconds(name: str, config: ExperimentConfig, timing: Timing) -> float
         ood = (config.synth.get("ood") or {}).get("n", 0) if config.synth.get("ood") else 0
         if cap:
             held_out, ood = min(held_out, cap), min(ood, cap)
-        return factor * models * (held_out * timing.eval_episode + ood * timing.ood_episode)
+        greedy_fast = config.eval.get("policy") == "fast" and config.eval.get("temperature", 0.0) == 0
+        split = timing.eval_split if eval_processes > 1 and greedy_fast else 1.0  # as pipeline._eval_workers
+        return factor * models * (held_out * timing.eval_episode + ood * timing.ood_episode) / split
     return 0.0
 
 
@@ -378,12 +387,18 @@ def stage_signatures(config: ExperimentConfig, registry: Any = None) -> dict[str
 
 
 def estimate(
-    grids: Sequence[Grid], timing: Timing, done: Iterable[str] = (), skip: Mapping[str, str] | None = None
+    grids: Sequence[Grid],
+    timing: Timing,
+    done: Iterable[str] = (),
+    skip: Mapping[str, str] | None = None,
+    *,
+    eval_processes: int = 1,
 ) -> list[GridEstimate]:
     """Estimate each grid's compute in order: stages an earlier run (or ``done``) produced cost nothing.
 
     ``skip`` maps the runs the study will not run (:func:`publication_status`) to why: they add nothing,
     so the estimate is what is left to run with an empty cache; ``alone_s`` still counts every run.
+    ``eval_processes`` is the study's split of greedy evaluations (see :func:`_stage_seconds`).
     """
     from star_lib.experiments.pipeline import build_registry
 
@@ -399,7 +414,7 @@ def estimate(
             signatures = stage_signatures(config, registry)
             new = {}
             for name, signature in signatures.items():
-                seconds = _stage_seconds(name, config, timing)
+                seconds = _stage_seconds(name, config, timing, eval_processes)
                 if signature not in alone:
                     alone.add(signature)
                     alone_s += seconds

@@ -244,6 +244,23 @@ def test_study_estimate_shares_sft_across_arms_and_grids():
     assert second.seconds < second.alone_s
 
 
+def test_study_estimate_divides_only_greedy_fast_evaluations_by_the_split_speedup():
+    from star_lib.experiments.grids import Grid
+    from star_lib.experiments.study import Timing, estimate, read_study
+
+    (scale,) = read_study().load_grids(["scale"])
+    timing = Timing(eval_split=2.0)
+    (one,) = estimate([scale], timing)
+    (split,) = estimate([scale], timing, eval_processes=2)
+    for a, b in zip(one.runs, split.runs, strict=True):
+        assert b.new["eval"] == pytest.approx(a.new["eval"] / 2), a.run
+        assert {**b.new, "eval": 0} == {**a.new, "eval": 0}  # every other stage as before
+    first = scale.runs[0]
+    sampled = first.replace(eval={**first.eval, "temperature": 0.7})
+    (alone,) = estimate([Grid("sampled", (sampled,))], timing, eval_processes=2)
+    assert alone.runs[0].new["eval"] == pytest.approx(one.runs[0].new["eval"])  # sampled: never split
+
+
 def test_study_estimate_predicts_which_stages_the_cache_reuses(tmp_path):
     from star_lib.experiments.grids import factorial
     from star_lib.experiments.runner import read_run_record
