@@ -68,6 +68,11 @@ def use_eval_processes(processes: int, option: str = "--eval-processes") -> None
     os.environ[ENV_VAR] = str(check_processes(processes, option))
 
 
+def splittable(policy: str | None, temperature: float) -> bool:
+    """Whether an evaluation with this policy backend and temperature may be split (greedy, fast sampler)."""
+    return policy == "fast" and temperature == 0
+
+
 def pool_size(requested: int, threads: int, chunks: int) -> int:
     """How many processes to use: at most one per torch thread the run has, and one per chunk to compute."""
     return max(1, min(requested, threads, chunks))

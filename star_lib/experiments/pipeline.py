@@ -619,10 +619,10 @@ def run_eval(cfg: EvalStageConfig, inputs: Mapping[str, Path], out: Path) -> dic
 @contextlib.contextmanager
 def _eval_workers(cfg: EvalStageConfig, world_dir: Path, chunks: int) -> Iterator[_Workers | None]:
     """Worker processes for a greedy fast-sampler evaluation when ``STAR_EVAL_PROCESSES`` asks (else None)."""
-    from star_lib.experiments.evalpool import ChunkPool, eval_processes, pool_size
+    from star_lib.experiments.evalpool import ChunkPool, eval_processes, pool_size, splittable
 
     requested = eval_processes()
-    if requested <= 1 or cfg.policy != "fast" or cfg.temperature != 0:
+    if requested <= 1 or not splittable(cfg.policy, cfg.temperature):
         yield None
         return
     import torch

@@ -34,7 +34,7 @@ from typing import Any
 
 from star_lib.experiments.artifacts import stable_hash
 from star_lib.experiments.config import CONFIGS_DIR, ConfigError, ExperimentConfig
-from star_lib.experiments.evalpool import check_processes
+from star_lib.experiments.evalpool import check_processes, splittable
 from star_lib.experiments.grids import Grid, load_grid
 from star_lib.experiments.runner import git_commit_of
 from star_lib.io import atomic_path, read_yaml
@@ -344,8 +344,8 @@ def _stage_seconds(name: str, config: ExperimentConfig, timing: Timing, eval_pro
         ood = (config.synth.get("ood") or {}).get("n", 0) if config.synth.get("ood") else 0
         if cap:
             held_out, ood = min(held_out, cap), min(ood, cap)
-        greedy_fast = config.eval.get("policy") == "fast" and config.eval.get("temperature", 0.0) == 0
-        split = timing.eval_split if eval_processes > 1 and greedy_fast else 1.0  # as pipeline._eval_workers
+        greedy_fast = splittable(config.eval.get("policy"), config.eval.get("temperature", 0.0))
+        split = timing.eval_split if eval_processes > 1 and greedy_fast else 1.0
         return factor * models * (held_out * timing.eval_episode + ood * timing.ood_episode) / split
     return 0.0
 
