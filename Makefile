@@ -37,8 +37,10 @@ study: $(STAMP)
 lab: $(STAMP)
 	$(BIN)/star lab
 
+# ruff, then the size limits (no module over 800 lines, no function over 80)
 lint: $(STAMP)
 	$(BIN)/ruff check star_lib tests benchmarks
+	$(BIN)/python -m pytest -q tests/test_sizes.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_tools.py

@@ -28,8 +28,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from star_lib.experiments.evalpool import ENV_VAR  # noqa: E402
-from star_lib.experiments.pipeline import build_registry, load_config, run_eval  # noqa: E402
 from star_lib.experiments.runner import input_paths, read_run_record, torch_threads  # noqa: E402
+from star_lib.experiments.stages import build_registry, load_config  # noqa: E402
+from star_lib.experiments.stages.eval import run_eval  # noqa: E402
 
 OUTPUTS = ("eval.parquet", "ood.parquet", "metrics.parquet")
 

@@ -33,7 +33,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-ALGORITHMS = ("grpo", "dapo", "arpo")
+from star_lib.train.algorithms import ALGORITHMS  # noqa: E402  (after the sys.path line)
+
 COUNTERS = (
     "dapo/refill_rounds",
     "dapo/dropped_groups",

@@ -29,7 +29,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-ALGORITHMS = ("grpo", "dapo", "arpo")
+from star_lib.train.algorithms import ALGORITHMS  # noqa: E402  (after the sys.path line)
+
 PRESET = "qwen2.5-1.5b"
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from star_lib.cli import main
-from star_lib.demo import DemoConfig, demo_grid, tour_testbed
+from star_lib.cli.demo import DemoConfig, demo_grid, tour_testbed
 
 
 def test_demo_tour_calls_tools_injects_a_fault_and_verifies_a_reference_plan():
@@ -17,7 +17,7 @@ def test_demo_tour_calls_tools_injects_a_fault_and_verifies_a_reference_plan():
 
 
 def test_demo_grid_trains_two_reward_arms_of_the_learning_recipe():
-    from star_lib.experiments.pipeline import load_config
+    from star_lib.experiments.stages import load_config
 
     grid = demo_grid(DemoConfig())
     assert grid.name == "reward-tiny" and grid.finding == "reward"

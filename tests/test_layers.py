@@ -6,8 +6,10 @@ importing file, its line and what it imported.
 
 Layers, lowest first (a module may import its own layer and the ones below)::
 
-    types, io  <  travel  <  rewards, synth  <  agent  <  train, qa  <  experiments
-               <  viz, reports (notebook support)  <  demo, cli
+    types, io  <  travel  <  rewards, synth  <  agent  <  train, qa  <  experiments  <  viz  <  cli
+
+Beside the packages, the package root holds only ``types``, ``io`` and ``rewards``; the orchestration of
+``star demo`` and ``star report`` lives with the command line that runs it (``star_lib/cli/``).
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agent",),
     ("train", "qa"),
     ("experiments",),
-    ("viz", "reports"),
-    ("demo", "cli"),
+    ("viz",),
+    ("cli",),
 )
 """Top-level parts of ``star_lib`` by layer, lowest first."""
 RANK: dict[str, int] = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}

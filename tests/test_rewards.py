@@ -321,8 +321,8 @@ def test_rewards_one_tuple_of_names_is_shared_by_every_config() -> None:
     from star_lib.train import rl
 
     assert REWARD_NAMES == ("sum", "macro", "success", "curriculum", "milestone")
-    assert experiment_config.REWARDS is REWARD_NAMES and rl.REWARD_NAMES is REWARD_NAMES
-    assert agent_config.REWARDS == (
+    assert not hasattr(experiment_config, "REWARDS") and rl.REWARD_NAMES is REWARD_NAMES
+    assert agent_config.EPISODE_REWARDS == (
         "sum",
         "macro",
         "success",

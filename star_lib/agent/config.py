@@ -7,7 +7,7 @@ from typing import Literal
 
 from star_lib.rewards import REWARD_NAMES
 
-REWARDS: tuple[str, ...] = (*(name for name in REWARD_NAMES if name != "curriculum"), "none")
+EPISODE_REWARDS: tuple[str, ...] = (*(name for name in REWARD_NAMES if name != "curriculum"), "none")
 """Episode rewards: those of :data:`star_lib.rewards.REWARD_NAMES` an episode can compute alone (CURRICULUM
 needs the training progress; the RL trainer computes it) and ``none``."""
 PROTOCOLS: tuple[str, ...] = ("react", "compact")
@@ -34,7 +34,7 @@ class RolloutConfig:
     evaluate: bool = True
     """Evaluate the final plan (off only for pure data generation)."""
     reward: str = "success"
-    """Episode reward, one of :data:`REWARDS`: ``success``, ``macro``, ``sum``, ``milestone`` or ``none``."""
+    """Episode reward, one of :data:`EPISODE_REWARDS` (every reward but curriculum, or ``none``)."""
     token_ids: Literal["canonical", "sampled"] = "canonical"
     """``canonical``: re-tokenise assistant text so ids equal the tokenised chat template (logprobs of a
     re-tokenised turn become NaN); ``sampled``: keep the backend's ids (exact logprobs)."""
@@ -65,8 +65,8 @@ class RolloutConfig:
             raise ValueError(f"max_format_errors must be >= 0 (0 = unlimited), got {self.max_format_errors}")
         if self.eval_mode not in ("strict", "official"):
             raise ValueError(f"eval_mode must be 'strict' or 'official', got {self.eval_mode!r}")
-        if self.reward not in REWARDS:
-            raise ValueError(f"reward must be one of {REWARDS}, got {self.reward!r}")
+        if self.reward not in EPISODE_REWARDS:
+            raise ValueError(f"reward must be one of {EPISODE_REWARDS}, got {self.reward!r}")
         if self.token_ids not in ("canonical", "sampled"):
             raise ValueError(f"token_ids must be 'canonical' or 'sampled', got {self.token_ids!r}")
         if self.chars_per_token <= 0:

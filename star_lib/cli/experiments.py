@@ -120,8 +120,8 @@ def missing_finding_note(grid, spec: str) -> str | None:
 
 def _run(args: argparse.Namespace) -> int:
     from star_lib.experiments.evalpool import use_eval_processes
-    from star_lib.experiments.pipeline import load_config
     from star_lib.experiments.runner import run_experiment
+    from star_lib.experiments.stages import load_config
 
     config = load_config(args.config)
     if args.eval_processes is not None:
@@ -134,7 +134,7 @@ def _run(args: argparse.Namespace) -> int:
         f"{result.gpu_hours:.3f} GPU-h)"
     )
     if args.publish:
-        from star_lib.experiments.results import publish_run
+        from star_lib.experiments.real import publish_run
 
         print(f"published: {publish_run(run_dir, args.publish)}")
     return 0

@@ -44,7 +44,6 @@ def register(subparsers: Any) -> None:
 
 def run_pipeline_command(args: argparse.Namespace) -> int:
     """Run the learning-signal config, print the report and the JSON summary line."""
-    from star_lib.experiments.pipeline import load_config
     from star_lib.experiments.runner import run_experiment
     from star_lib.experiments.signal import (
         GRID,
@@ -53,6 +52,7 @@ def run_pipeline_command(args: argparse.Namespace) -> int:
         quick_config,
         signal_run_dir,
     )
+    from star_lib.experiments.stages import load_config
 
     config = load_config(args.config)
     if args.quick:

@@ -99,11 +99,7 @@ def _stage_inputs(path: Path, gpus: int, stage: str) -> list[Any]:
     """Return the plan inputs of CONFIG's training stages (``rl`` as an RLRunConfig on ``gpus`` ranks)."""
     from star_lib.experiments.config import ExperimentConfig
     from star_lib.experiments.memory import rl_inputs, sft_inputs
-
-    try:  # the validating loader (stage sections checked against the stages) moved to experiments.pipeline
-        from star_lib.experiments.pipeline import load_config
-    except ImportError:  # pragma: no cover - checkouts before that move
-        from star_lib.experiments.config import load_config  # type: ignore[attr-defined,no-redef]
+    from star_lib.experiments.stages import load_config
     from star_lib.io import read_yaml
 
     data = read_yaml(path)

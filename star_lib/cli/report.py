@@ -53,8 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _report(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from star_lib.cli.report_pages import ReportConfig, build_reports, describe_failure, failure_table
     from star_lib.io import check_output_dir
-    from star_lib.reports import ReportConfig, build_reports, describe_failure, failure_table
 
     check_output_dir(args.out)
     if not Path(args.notebooks).is_dir():

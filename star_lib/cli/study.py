@@ -100,22 +100,15 @@ def register(subparsers: Any) -> None:
 
 def run_study_command(args: argparse.Namespace) -> int:
     """Dry run, one run's config, or the study itself (then the report)."""
-    import yaml
-
     from star_lib.cli.experiments import parse_seeds
-    from star_lib.experiments.evalpool import check_processes, use_eval_processes
+    from star_lib.experiments.evalpool import check_processes
     from star_lib.experiments.study import (
         MIN_SEEDS,
         PROJECT_ROOT,
         PUBLISHED_DIR,
         STUDY_FILE,
-        check_jobs,
-        describe_estimates,
-        estimate,
         matching,
-        publication_status,
         read_study,
-        run_study,
         verify_study,
     )
 
@@ -123,47 +116,89 @@ def run_study_command(args: argparse.Namespace) -> int:
     jobs = study.jobs if args.jobs is None else args.jobs
     asked = parse_seeds(args.seeds) if args.seeds is not None else None  # None: the study's, top-ups included
     seeds = asked if asked is not None else list(study.seeds)
-    only = [name.strip() for name in args.only.split(",") if name.strip()]
-    match = [pattern.strip() for pattern in args.match.split(",") if pattern.strip()]
-    grids = study.load_grids(only, asked)
+    match = comma_list(args.match)
+    grids = study.load_grids(comma_list(args.only), asked)
     chosen = matching(grids, match)  # refuses a pattern that matches no run, before anything runs
     if len(seeds) < MIN_SEEDS:
         print(
             f"note: {len(seeds)} seed(s) per arm; the study's intervals need >= {MIN_SEEDS}", file=sys.stderr
         )
     if args.config_of:
-        for grid in grids:
-            for config in grid.runs:
-                if config.name == args.config_of:
-                    print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
-                    return 0
-        raise ValueError(f"--config-of {args.config_of}: no run of that name in {[g.name for g in grids]}")
+        return print_config_of(grids, args.config_of)
     out = args.out or str(PROJECT_ROOT / PUBLISHED_DIR)
     processes = check_processes(
         study.eval_processes if args.eval_processes is None else args.eval_processes, "--eval-processes"
     )
     if args.dry_run:
-        estimates = estimate(chosen, study.timing, eval_processes=processes)
-        print(describe_estimates(estimates, study.grid_budget_minutes, jobs))
-        if not args.rerun:
-            status = publication_status(chosen, out)
-            print(describe_left(chosen, study.timing, status, out, jobs, eval_processes=processes))
-        return 0
+        return show_dry_run(study, chosen, out, jobs, processes, rerun=args.rerun)
     if args.verify:
         return show_reproductions(verify_study(chosen, args.runs, out), args.runs)
-    if args.jobs is None and jobs > 1 and (args.in_process or not fits(jobs, chosen)):
+    jobs = jobs_here(args, jobs, chosen)
+    return run_and_report(args, grids, match, out, jobs, processes)
+
+
+def comma_list(text: str) -> list[str]:
+    """Return the non-empty, stripped items of a comma-separated option (``--only``, ``--match``)."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def print_config_of(grids: list[Any], run: str) -> int:
+    """Print the experiment YAML of the run named ``run`` (``--config-of``).
+
+    Raises:
+        ValueError: no run of ``grids`` has that name.
+
+    """
+    import yaml
+
+    for grid in grids:
+        for config in grid.runs:
+            if config.name == run:
+                print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
+                return 0
+    raise ValueError(f"--config-of {run}: no run of that name in {[g.name for g in grids]}")
+
+
+def show_dry_run(study: Any, grids: list[Any], out: str, jobs: int, processes: int, *, rerun: bool) -> int:
+    """Print each grid's runs and minutes (``--dry-run``) and, unless ``rerun``, what is left to run."""
+    from star_lib.experiments.study import describe_estimates, estimate, publication_status
+
+    estimates = estimate(grids, study.timing, eval_processes=processes)
+    print(describe_estimates(estimates, study.grid_budget_minutes, jobs))
+    if not rerun:
+        status = publication_status(grids, out)
+        print(describe_left(grids, study.timing, status, out, jobs, eval_processes=processes))
+    return 0
+
+
+def jobs_here(args: argparse.Namespace, jobs: int, grids: list[Any]) -> int:
+    """Return how many runs run at once: the study's ``jobs`` falls back to 1 where it cannot run here.
+
+    Raises:
+        ValueError: ``--jobs`` > 1 with ``--in-process``.
+        StudyError: ``--jobs`` would ask for more torch threads than this machine has cores.
+
+    """
+    from star_lib.experiments.study import check_jobs
+
+    if args.jobs is None and jobs > 1 and (args.in_process or not fits(jobs, grids)):
         jobs = 1  # the study's default, where --in-process or this machine's cores rule it out
     if args.in_process and jobs > 1:
         raise ValueError(
             f"--jobs {jobs} runs each run in its own process; drop --in-process or pass --jobs 1"
         )
-    check_jobs(jobs, chosen)
+    check_jobs(jobs, grids)
+    return jobs
+
+
+def run_and_report(
+    args: argparse.Namespace, grids: list[Any], match: list[str], out: str, jobs: int, processes: int
+) -> int:
+    """Run the study (printing each run as it ends), then ``star report``; 1 when a run failed."""
+    from star_lib.experiments.evalpool import use_eval_processes
+    from star_lib.experiments.study import run_study
+
     use_eval_processes(processes)
-
-    def show(outcome: Any) -> None:
-        extra = f"  {outcome.error}" if outcome.error else ("  committed" if outcome.committed else "")
-        print(f"{outcome.status:8s} {outcome.run}{extra}", flush=True)
-
     results = run_study(
         grids,
         args.runs,
@@ -174,7 +209,7 @@ def run_study_command(args: argparse.Namespace) -> int:
         isolate=not args.in_process,
         match=match,
         jobs=jobs,
-        on_run=show,
+        on_run=show_outcome,
     )
     failed = [r for r in results if r.status == "failed"]
     print(f"study: {len(results) - len(failed)} of {len(results)} runs finished; summaries in {out}")
@@ -186,6 +221,12 @@ def run_study_command(args: argparse.Namespace) -> int:
         if code:
             return code
     return 1 if failed else 0
+
+
+def show_outcome(outcome: Any) -> None:
+    """Print one run of the study as it ends: its status, name, and error or ``committed``."""
+    extra = f"  {outcome.error}" if outcome.error else ("  committed" if outcome.committed else "")
+    print(f"{outcome.status:8s} {outcome.run}{extra}", flush=True)
 
 
 def fits(jobs: int, grids: list[Any]) -> bool:

@@ -5,7 +5,7 @@
 >>> run_grid_local(grid, "runs")  # doctest: +SKIP
 >>> load_results("runs").frame  # one row per run × metric, axes as columns  # doctest: +SKIP
 
-Modules: :mod:`.config` (ExperimentConfig), :mod:`.stages` (registry), :mod:`.pipeline` (the real stages),
+Modules: :mod:`.config` (ExperimentConfig), :mod:`.stages` (the stages, one module each, and their registry),
 :mod:`.artifacts` (content-addressed stage outputs), :mod:`.runner` (local / submitit), :mod:`.profiles`
 (cluster profiles), :mod:`.launch` (torchrun/accelerate), :mod:`.grids`, :mod:`.status`, :mod:`.results`,
 and :mod:`star_lib.io` (atomic writers).
@@ -19,10 +19,10 @@ from star_lib.experiments.config import (
     save_config,
 )
 from star_lib.experiments.grids import FINDINGS, Grid, factorial, finding_grid, load_grid
-from star_lib.experiments.pipeline import load_config
 from star_lib.experiments.profiles import ClusterProfile, load_profile
 from star_lib.experiments.results import Results, load_results, paper_reference, with_reference
 from star_lib.experiments.runner import RunJob, RunResult, run_experiment, run_grid_local, submit_grid
+from star_lib.experiments.stages import load_config
 from star_lib.experiments.status import RunStatus, grid_status
 
 __all__ = [

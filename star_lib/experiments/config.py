@@ -17,8 +17,9 @@ An experiment is one YAML file::
     stages: [world, synth, teacher, sft, rl, eval, qa-eval]
     synth: {n_test: 40}         # nested per-stage config (see star_lib.experiments.stages)
 
-The axes live at the top level; a stage reads the axes it needs (``stages.STAGES[name].axes``) and its own
-nested section. Unknown keys and values raise :class:`ConfigError` naming the key and what is allowed.
+The axes live at the top level; a stage reads the axes it needs (``build_registry().get(name).axes``)
+and its own nested section. Unknown keys and values raise :class:`ConfigError` naming the key and what
+is allowed.
 """
 
 from __future__ import annotations
@@ -30,17 +31,14 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from star_lib.agent.config import PROTOCOLS
 from star_lib.io import read_yaml, write_yaml_atomic
 from star_lib.rewards import REWARD_NAMES
+from star_lib.train.algorithms import ALGORITHMS
+from star_lib.train.models import PRESETS
 
-MODEL_PRESETS: tuple[str, ...] = ("tiny-s", "tiny", "tiny-l", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b")
-"""Model presets (``star_lib.train.models.PRESETS``); the paper trains Qwen2.5-{1.5B,3B,7B}-Instruct."""
-REWARDS: tuple[str, ...] = REWARD_NAMES
-"""Reward designs of spec §8 and the experimental milestone reward (:data:`star_lib.rewards.REWARD_NAMES`)."""
-ALGORITHMS: tuple[str, ...] = ("grpo", "dapo", "arpo")
-"""RL algorithms compared in the paper."""
-PROTOCOLS: tuple[str, ...] = ("react", "compact")
-"""Episode protocols (:mod:`star_lib.agent.protocol`, :mod:`star_lib.agent.compact`)."""
+MODEL_PRESETS: tuple[str, ...] = tuple(PRESETS)
+"""Model presets (:data:`star_lib.train.models.PRESETS`); the paper trains Qwen2.5-{1.5B,3B,7B}-Instruct."""
 STAGE_NAMES: tuple[str, ...] = ("world", "synth", "teacher", "sft", "rl", "eval", "qa-eval")
 """The pipeline, in order (DESIGN.md)."""
 DIFFICULTY_PRESETS: dict[str, tuple[int, int, int]] = {
@@ -117,11 +115,11 @@ class ExperimentConfig:
     model: str = "tiny"
     """Model preset, one of :data:`MODEL_PRESETS` (paper: 1.5B / 3B / 7B)."""
     reward: str = "sum"
-    """Reward design, one of :data:`REWARDS` (spec §8)."""
+    """Reward design, one of :data:`star_lib.rewards.REWARD_NAMES` (spec §8)."""
     curriculum_boundaries: tuple[float, float] = (1 / 3, 2 / 3)
     """Training fractions where CURRICULUM switches SUM → MACRO → SUCCESS (spec §8 default 1/3, 2/3)."""
     algorithm: str = "grpo"
-    """RL algorithm, one of :data:`ALGORITHMS`."""
+    """RL algorithm, one of :data:`star_lib.train.algorithms.ALGORITHMS`."""
     rl_data_size: int = 1000
     """Number of RL prompts synthesised (paper default ~1K, spec §7; data-quantity finding 100…2000)."""
     difficulty: str = DEFAULT_DIFFICULTY
@@ -162,7 +160,7 @@ class ExperimentConfig:
         if not isinstance(self.name, str) or not re.fullmatch(r"[A-Za-z0-9._=-]+", self.name):
             raise ConfigError(f"name: {self.name!r} is not allowed; use letters, digits and ._=- only")
         _check_choice("model", self.model, MODEL_PRESETS)
-        _check_choice("reward", self.reward, REWARDS)
+        _check_choice("reward", self.reward, REWARD_NAMES)
         _check_choice("algorithm", self.algorithm, ALGORITHMS)
         _check_choice("protocol", self.protocol, PROTOCOLS)
         self._check_boundaries()
@@ -328,7 +326,7 @@ def read_config(spec: str | Path) -> ExperimentConfig:
     """Load an experiment YAML (a path or a named config) and check its top-level keys and values.
 
     The stage sections are checked against the stages by
-    :func:`star_lib.experiments.pipeline.load_config`, which every command uses.
+    :func:`star_lib.experiments.stages.load_config`, which every command uses.
 
     Raises:
         ConfigError: naming the file, the offending key and what is allowed.

@@ -44,7 +44,7 @@ from star_lib.experiments.config import (
     ExperimentConfig,
     read_config,
 )
-from star_lib.experiments.pipeline import load_config
+from star_lib.experiments.stages import load_config
 from star_lib.io import read_yaml, write_yaml_atomic
 
 RUN_SETTINGS: tuple[str, ...] = ("stages", "threads")

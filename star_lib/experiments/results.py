@@ -4,7 +4,8 @@
 as columns, ``source = "ours"`` and the run's status. Runs that are unfinished or failed contribute no
 metric rows; they are listed in :attr:`Results.problems` (and their partial files are never read half-written:
 every file is written atomically). :func:`paper_reference` gives the paper's reference figures
-(``../shared/spec/TRAVELPLANNER.md`` §9) as the same table with ``source = "paper"``.
+(``../shared/spec/TRAVELPLANNER.md`` §9, kept in ``paper_reference.yaml`` beside this module) as the same
+table with ``source = "paper"``.
 
 Metric names: ``eval/<rate>`` (``final_pass``, ``cs_micro``, ``cs_macro``, ``hard_micro``, ``hard_macro``,
 ``delivery``; fractions in [0, 1]), ``qa/<dataset>/<em|f1|cover_em>``, ``cost/gpu_hours``, ``cost/wall_s``,
@@ -13,6 +14,7 @@ plus whatever else stages log (``train/…``, ``reward/…``).
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,168 +183,15 @@ def load_results(root: str | os.PathLike[str] = "runs", grids: list[str] | None 
 
 # ───────────────────────────── the paper's figures (spec §9) ─────────────────────────────
 
-_P = "paper"
-_REFERENCE: list[dict[str, Any]] = [
-    # finding, model, reward, algorithm, rl_data_size, difficulty, failure, metric, value(%), relation, note
-    {"finding": "reward", "model": "qwen2.5-7b", "reward": "sum", "metric": "eval/final_pass", "value": 62.8},
-    {
-        "finding": "reward",
-        "model": "qwen2.5-1.5b",
-        "reward": "curriculum",
-        "metric": "eval/final_pass",
-        "value": 34.9,
-    },
-    {
-        "finding": "reward",
-        "model": "qwen2.5-1.5b",
-        "reward": "sum",
-        "metric": "eval/final_pass",
-        "value": 33.1,
-    },
-    {
-        "finding": "baseline",
-        "model": "qwen2.5-1.5b",
-        "stage": "sft",
-        "metric": "eval/final_pass",
-        "value": 6.9,
-        "note": "SFT only (no RL)",
-    },
-    {
-        "finding": "baseline",
-        "run": "Kimi-K2.5",
-        "metric": "eval/final_pass",
-        "value": 15.0,
-        "relation": "<",
-        "note": "Kimi-K2.5 (frontier model, prompted)",
-    },
-    {"finding": "data", "rl_data_size": 100, "metric": "eval/final_pass", "value": 37.5},
-    {"finding": "data", "rl_data_size": 1000, "metric": "eval/final_pass", "value": 49.9},
-    {"finding": "data", "rl_data_size": 1000, "metric": "qa/average/em", "value": 35.0, "note": "avg OOD"},
-    {"finding": "data", "rl_data_size": 2000, "metric": "eval/final_pass", "value": 50.8},
-    {"finding": "data", "rl_data_size": 2000, "metric": "qa/average/em", "value": 32.2, "note": "avg OOD"},
-    {"finding": "difficulty", "difficulty": "easy", "metric": "eval/cs_macro", "value": 79.7},
-    {"finding": "difficulty", "difficulty": "4:3:3", "metric": "eval/final_pass", "value": 49.9},
-    {
-        "finding": "difficulty",
-        "difficulty": "hard",
-        "metric": "eval/final_pass",
-        "value": None,
-        "note": "hard-only training collapses",
-    },
-    {
-        "finding": "algorithm",
-        "model": "qwen2.5-1.5b",
-        "algorithm": "arpo",
-        "metric": "eval/final_pass",
-        "value": 37.5,
-    },
-    {
-        "finding": "algorithm",
-        "model": "qwen2.5-1.5b",
-        "algorithm": "dapo",
-        "metric": "eval/final_pass",
-        "value": 36.9,
-    },
-    {
-        "finding": "algorithm",
-        "model": "qwen2.5-1.5b",
-        "algorithm": "grpo",
-        "metric": "eval/final_pass",
-        "value": 30.1,
-    },
-    {
-        "finding": "algorithm",
-        "model": "qwen2.5-7b",
-        "algorithm": "grpo",
-        "metric": "eval/final_pass",
-        "value": 62.8,
-    },
-    {
-        "finding": "algorithm",
-        "model": "qwen2.5-7b",
-        "algorithm": "dapo",
-        "metric": "eval/final_pass",
-        "value": 58.4,
-    },
-    {
-        "finding": "algorithm",
-        "model": "qwen2.5-7b",
-        "algorithm": "arpo",
-        "metric": "eval/final_pass",
-        "value": 58.3,
-    },
-    {
-        "finding": "algorithm",
-        "model": "qwen2.5-1.5b",
-        "algorithm": "grpo",
-        "metric": "cost/gpu_hours",
-        "value": 164.0,
-        "unit": "h",
-    },
-    {
-        "finding": "algorithm",
-        "model": "qwen2.5-7b",
-        "algorithm": "arpo",
-        "metric": "cost/gpu_hours",
-        "value": 547.0,
-        "unit": "h",
-    },
-    {"finding": "ood", "model": "qwen2.5-3b", "reward": "curriculum", "metric": "qa/nq/em", "value": 41.0},
-    {"finding": "ood", "run": "Search-R1", "metric": "qa/nq/em", "value": 34.1, "note": "Search-R1 baseline"},
-    {
-        "finding": "ood",
-        "model": "qwen2.5-7b",
-        "reward": "curriculum",
-        "metric": "qa/hotpotqa/em",
-        "value": 48.4,
-    },
-    {
-        "finding": "ood",
-        "run": "Search-R1",
-        "metric": "qa/hotpotqa/em",
-        "value": 37.0,
-        "note": "Search-R1 baseline",
-    },
-    {
-        "finding": "ood",
-        "model": "qwen2.5-7b",
-        "reward": "macro",
-        "metric": "qa/2wikimultihopqa/em",
-        "value": 38.3,
-    },
-    {
-        "finding": "ood",
-        "run": "Search-R1",
-        "metric": "qa/2wikimultihopqa/em",
-        "value": 41.4,
-        "note": "Search-R1 baseline",
-    },
-    {"finding": "ood", "model": "qwen2.5-7b", "reward": "macro", "metric": "qa/bamboogle/em", "value": 52.8},
-    {
-        "finding": "ood",
-        "run": "Search-R1",
-        "metric": "qa/bamboogle/em",
-        "value": 36.8,
-        "note": "Search-R1 baseline",
-    },
-    {
-        "finding": "noise",
-        "model": "qwen2.5-3b",
-        "tool_failure_rate": 0.05,
-        "metric": "eval/final_pass",
-        "value": None,
-        "note": "stable for tool failure rate <= 5 %",
-    },
-    {
-        "finding": "noise",
-        "model": "qwen2.5-3b",
-        "tool_failure_rate": 0.10,
-        "metric": "eval/final_pass",
-        "value": None,
-        "note": "clear drop at 10 %",
-    },
-]
-"""Spec §9, one entry per reported number (percentages; GPU-hours in hours). Unstated axes stay null."""
+PAPER_REFERENCE = Path(__file__).with_name("paper_reference.yaml")
+"""The paper's reference numbers (spec §9), one entry per number with where the paper reports it (``cited``);
+shipped with the package."""
+
+
+@functools.cache
+def _reference_entries() -> tuple[dict[str, Any], ...]:
+    """Return the entries of :data:`PAPER_REFERENCE` (read once)."""
+    return tuple(read_yaml(PAPER_REFERENCE))
 
 
 def paper_reference() -> pl.DataFrame:
@@ -352,7 +201,7 @@ def paper_reference() -> pl.DataFrame:
     OOD "accuracy" is recorded as exact match (``qa/<set>/em``), the Search-R1 protocol's metric.
     """
     rows = []
-    for entry in _REFERENCE:
+    for entry in _reference_entries():
         value = entry.get("value")
         if value is not None and entry.get("unit") != "h":
             value = value / 100.0
@@ -368,7 +217,7 @@ def paper_reference() -> pl.DataFrame:
             or entry["finding"]
         )
         row.update(
-            source=_P,
+            source="paper",
             grid=f"paper-{entry['finding']}",
             run=run,
             status="done",
@@ -455,7 +304,7 @@ def held_out_outcomes(run_dir: str | os.PathLike[str]) -> dict[str, list[Any]]:
     run without either gives ``{}``.
     """
     run = Path(run_dir)
-    stage = _eval_stage_folder(run)
+    stage = eval_stage_folder(run)
     out: dict[str, list[Any]] = {}
     for split, filename in OUTCOME_SPLITS.items():
         candidates = ([run / filename] if split == "eval" else []) + ([stage / filename] if stage else [])
@@ -497,101 +346,7 @@ def outcome_schema(outcomes: dict[str, list[Any]]) -> dict[str, Any]:
     return {k: pl.List(pl.Float64 if k.endswith(floats) else pl.Int64) for k in outcomes}
 
 
-# ───────────────────────────── real TravelPlanner queries (issue 14) ─────────────────────────────
-
-REAL_RUN = "real-tiny"
-"""The config whose runs notebook 08 reads (``configs/real-tiny.yaml``)."""
-REAL_DATA = Path("..") / "shared" / "data" / "travelplanner"
-"""The real data beside the project (relative to the project root): ``train.jsonl`` and ``database/``."""
-PAPER_POINTS: tuple[tuple[str, str], ...] = (
-    ("qwen2.5-7b", "sum"),
-    ("qwen2.5-1.5b", "curriculum"),
-    ("qwen2.5-1.5b", "sum"),
-)
-"""The paper's RL results (model, reward) shown beside ours; the SFT-only and prompted baselines are added."""
-
-
-REAL_PUBLISHED = Path(__file__).resolve().parents[2] / "reports" / "real-tiny"
-"""The published ``real-tiny`` run (``star run configs/real-tiny.yaml --publish reports/real-tiny``):
-notebook 08 shows it when the results folder holds no run of its own."""
-PUBLISHED_FILES: tuple[str, ...] = ("run.json", "config.yaml", "metrics.parquet", "eval.parquet")
-"""The files of a run folder :func:`publish_run` copies as they are (no weights, no checkpoints)."""
-
-
-def publish_run(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path:
-    """Copy a finished run's held-out results (no weights) to ``<out_dir>/<grid>/<run>/``; return that folder.
-
-    Besides the run's record, config, metrics and result-model episodes (:data:`PUBLISHED_FILES`) it writes
-    the eval stage's table of every evaluated model (``eval_models.parquet``, read from the stage cache) and
-    the evaluation episodes' transcripts (``rollouts.parquet``, stage ``eval`` only), so
-    :func:`find_real_run` and :func:`real_run_episodes` read the published folder like the run itself.
-
-    Raises:
-        FileNotFoundError: The run has not finished (no ``metrics.parquet`` or its status is not done).
-
-    """
-    import shutil
-
-    from star_lib.io import write_parquet_atomic
-
-    run = Path(run_dir)
-    if (read_run_record(run) or {}).get("status") != "done" or not (run / "metrics.parquet").is_file():
-        raise FileNotFoundError(f"{run} is not a finished run (star status shows where it stands)")
-    out = Path(out_dir) / run.parent.name / run.name
-    out.mkdir(parents=True, exist_ok=True)
-    for name in PUBLISHED_FILES:
-        if (run / name).is_file():
-            shutil.copyfile(run / name, out / name)
-    stage = _eval_stage_folder(run)
-    if stage is not None and (stage / "eval_models.parquet").is_file():
-        shutil.copyfile(stage / "eval_models.parquet", out / "eval_models.parquet")
-    if (run / "rollouts.parquet").is_file():
-        rollouts = pl.read_parquet(run / "rollouts.parquet")
-        if "stage" in rollouts.columns:
-            rollouts = rollouts.filter(pl.col("stage") == "eval")
-        write_parquet_atomic(out / "rollouts.parquet", rollouts)
-    return out
-
-
-def find_real_run(root: str | os.PathLike[str] = "runs", name: str = REAL_RUN) -> Path | None:
-    """Return the newest finished run of the ``real-tiny`` config under a runs folder (None: there is none).
-
-    ``star run configs/real-tiny.yaml`` files it as ``<root>/adhoc/real-tiny``, ``star pipeline --config
-    real-tiny`` as ``<root>/learning-signal/real-tiny__s<seed>``; a ``--quick`` run (``real-tiny-quick``)
-    counts only when no full run is finished.
-    """
-    folder = Path(root)
-    if not folder.is_dir():
-        return None
-    done = []
-    for record in folder.glob(f"*/{name}*/run.json"):
-        run = record.parent
-        stem = run.name.split("__")[0]
-        if stem not in (name, f"{name}-quick") or not (run / "metrics.parquet").is_file():
-            continue
-        if (read_run_record(run) or {}).get("status") == "done":
-            done.append((stem == name, record.stat().st_mtime, run))
-    return max(done)[2] if done else None
-
-
-def real_run_episodes(run_dir: str | os.PathLike[str]) -> pl.DataFrame:
-    """Return a finished run's evaluation episodes, one row per model × held-out query (``model`` column).
-
-    Raises:
-        FileNotFoundError: The run has no evaluation table.
-
-    """
-    run = Path(run_dir)
-    stage = _eval_stage_folder(run)
-    published = run / "eval_models.parquet"  # a published run (publish_run) carries it in the run folder
-    for path in (stage / "eval_models.parquet" if stage else None, published, run / "eval.parquet"):
-        if path is not None and path.is_file():
-            frame = pl.read_parquet(path)
-            return frame if "model" in frame.columns else frame.with_columns(pl.lit("rl").alias("model"))
-    raise FileNotFoundError(f"{run} has no eval.parquet: its eval stage has not finished (star status)")
-
-
-def _eval_stage_folder(run: Path) -> Path | None:
+def eval_stage_folder(run: Path) -> Path | None:
     """Return the cached output folder of a run's eval stage (it holds ``eval_models.parquet``).
 
     The stage cache is the one ``run.json`` names (``star run --cache``), else the runs folder's default.
@@ -605,106 +360,3 @@ def _eval_stage_folder(run: Path) -> Path | None:
     cache = Path(record["cache"]) if record.get("cache") else default_cache(run)
     folder = cache / "eval" / key
     return folder if folder.is_dir() else None
-
-
-def expert_real_episodes(
-    queries: str | os.PathLike[str],
-    database: str | os.PathLike[str],
-    out_dir: str | os.PathLike[str],
-    protocol: str = "compact",
-    max_turns: int = 16,
-) -> pl.DataFrame:
-    """Run the programmatic expert on real queries through the eval stage (strict and official verdicts).
-
-    The expert acts out each query's gold plan (``annotated_plan``) with the tools on the real tables: the
-    reference profile a trained model is compared with (a few seconds for the 45 train queries).
-
-    Args:
-        queries: The official train split (JSONL with ``annotated_plan``).
-        database: The real database folder.
-        out_dir: Where the eval stage writes its files (``rollouts.parquet`` holds the transcripts).
-        protocol: The episode protocol of the trained model.
-        max_turns: The turn limit.
-
-    Returns:
-        The episode table with ``model = "expert"``.
-
-    """
-    from star_lib.experiments.pipeline import EvalStageConfig, run_eval, with_annotated_plans
-    from star_lib.io import read_queries, write_jsonl_atomic
-
-    source, out = Path(queries), Path(out_dir)
-    held_out = with_annotated_plans(source, list(read_queries(source)))
-    data = write_jsonl_atomic(out / "queries.jsonl", [q.to_dict() for q in held_out])
-    cfg = EvalStageConfig(
-        protocol=protocol, also_modes=("official",), chunk_size=50, options={"max_turns": max_turns}
-    )
-    run_eval(cfg, {"world": Path(database), "data": data}, out)
-    return pl.read_parquet(out / "eval.parquet").with_columns(pl.lit("expert").alias("model"))
-
-
-def real_query_table(episodes: pl.DataFrame, mode: str | None = None) -> pl.DataFrame:
-    """Return the held-out rates per model: overall, per level and per trip length, in one table.
-
-    Rows are ``group`` = ``all`` | ``easy`` | ``medium`` | ``hard`` | ``3 days`` | ``5 days`` | ``7 days`` per
-    model, columns ``n``, :data:`star_lib.travel.metrics.RATE_KEYS`; ``mode`` as in
-    :func:`star_lib.travel.metrics.episode_breakdown` (``official`` reads the ``official/…`` verdicts).
-    """
-    from star_lib.travel.metrics import RATE_KEYS, episode_breakdown
-
-    order = {"easy": 1, "medium": 2, "hard": 3}
-    parts = [
-        episode_breakdown(episodes, by=None, mode=mode).with_columns(
-            pl.lit("all").alias("group"), pl.lit(0).alias("_o")
-        )
-    ]
-    level = episode_breakdown(episodes, by="level", mode=mode)
-    parts.append(
-        level.with_columns(
-            pl.col("level").alias("group"), pl.col("level").replace_strict(order, default=9).alias("_o")
-        ).drop("level")
-    )
-    days = episode_breakdown(episodes, by="days", mode=mode)
-    parts.append(
-        days.with_columns(
-            (pl.col("days").cast(pl.String) + " days").alias("group"), (pl.col("days") + 1).alias("_o")
-        ).drop("days")
-    )
-    columns = ["model", "group", "n", *RATE_KEYS]
-    frame = pl.concat([p.select(*columns, "_o") for p in parts], how="vertical_relaxed")
-    return frame.sort("model", "_o").select(columns)
-
-
-def paper_final_pass() -> pl.DataFrame:
-    """Return the paper's final pass rates on the TravelPlanner test set (spec §9) as ``label``, ``value``."""
-    reference = paper_reference().filter(pl.col("metric") == "eval/final_pass")
-    rows = []
-    for model, reward in PAPER_POINTS:
-        hit = reference.filter(
-            (pl.col("model") == model) & (pl.col("reward") == reward) & (pl.col("finding") == "reward")
-        )
-        if hit.height:
-            rows.append({"label": f"{model} RL ({reward})", "value": hit["value"][0], "relation": "="})
-    for row in reference.filter(pl.col("finding") == "baseline").iter_rows(named=True):
-        label = f"{row['model']} SFT only" if row["model"] else str(row["run"])
-        rows.append({"label": label, "value": row["value"], "relation": row["relation"]})
-    return pl.DataFrame(rows, schema={"label": pl.String, "value": pl.Float64, "relation": pl.String})
-
-
-def real_data_paths(
-    run_dir: str | os.PathLike[str] | None, root: str | os.PathLike[str]
-) -> tuple[Path, Path]:
-    """Return the held-out query file and the database a real-queries run used (its ``config.yaml``).
-
-    Without a run (or when its config names neither), the real data beside the project: :data:`REAL_DATA`
-    ``/train.jsonl`` and ``/database``. Relative paths resolve against ``root`` (the project root, where
-    ``star run`` reads them from).
-    """
-    queries, database = REAL_DATA / "train.jsonl", REAL_DATA / "database"
-    config = Path(run_dir) / "config.yaml" if run_dir else None
-    if config is not None and config.is_file():
-        data = read_yaml(config) or {}
-        queries = Path((data.get("synth") or {}).get("test_queries") or queries)
-        database = Path((data.get("world") or {}).get("csv_dir") or database)
-    base = Path(root)
-    return (base / queries).resolve(), (base / database).resolve()  # an absolute path stays as it is

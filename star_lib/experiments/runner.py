@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from star_lib.experiments.artifacts import StageOutput, StageStore, machine_facts
 from star_lib.experiments.config import CONFIGS_DIR, ConfigError, ExperimentConfig, save_config
-from star_lib.experiments.pipeline import build_registry
-from star_lib.experiments.stages import Registry, Stage
+from star_lib.experiments.stages import Registry, Stage, build_registry
 from star_lib.io import atomic_path, read_json, write_json_atomic, write_parquet_atomic
 from star_lib.train.progress import PROGRESS_ENV
 
@@ -289,6 +288,38 @@ def run_experiment(
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, run_dir / "config.yaml")
     started = time.time()
+    _record_start(config, run_dir, store, grid, started)
+    stage_rows: list[dict[str, Any]] = []
+    on_stage, on_start = _stage_recorders(run_dir, stage_rows)
+    with _progress_reported_to(run_dir.resolve() / RUN_FILE):  # SFT/RL report step, reward, ETA there
+        try:
+            outputs = run_stages(config, store, registry, on_stage, on_start)
+            if _global_rank() != 0:
+                return RunResult(config.name, run_dir, "done", time.time() - started, 0.0, stage_rows)
+            gpu_hours = sum(r["wall_s"] * r["gpus"] for r in stage_rows) / 3600.0
+            wall_s = time.time() - started
+            _assemble_outputs(run_dir, outputs, wall_s, gpu_hours)
+        except Exception as exc:  # recorded for `star status` (current_stage: where it failed), re-raised
+            update_run_record(
+                run_dir, status="failed", error=last_line(exc), traceback=traceback.format_exc()[-4000:]
+            )
+            raise
+    update_run_record(
+        run_dir,
+        status="done",
+        finished=time.time(),
+        wall_s=wall_s,
+        gpu_hours=gpu_hours,
+        stages=stage_rows,
+        **_NO_STAGE,
+    )
+    return RunResult(config.name, run_dir, "done", wall_s, gpu_hours, stage_rows)
+
+
+def _record_start(
+    config: ExperimentConfig, run_dir: Path, store: StageStore, grid: str | None, started: float
+) -> None:
+    """Write ``run.json`` as a run starts: status ``running``, where, on what and at which commit."""
     commit, dirty = git_commit_of(CONFIGS_DIR.parent)  # the checkout whose code runs
     update_run_record(
         run_dir,
@@ -306,7 +337,16 @@ def run_experiment(
         commit=commit,
         dirty=dirty,
     )
-    stage_rows: list[dict[str, Any]] = []
+
+
+def _stage_recorders(
+    run_dir: Path, stage_rows: list[dict[str, Any]]
+) -> tuple[Callable[[str, StageOutput], None], Callable[[str], None]]:
+    """Return ``(on_stage, on_start)`` for :func:`run_stages`: they keep ``run.json`` up to date.
+
+    ``on_start`` records the stage now running; ``on_stage`` appends the finished stage's row to
+    ``stage_rows`` (name, key, reused, wall time, GPUs) and writes them all.
+    """
 
     def on_stage(name: str, out: StageOutput) -> None:
         row = {
@@ -322,38 +362,24 @@ def run_experiment(
     def on_start(name: str) -> None:
         update_run_record(run_dir, **{**_NO_STAGE, "current_stage": name, "stage_started": time.time()})
 
+    return on_stage, on_start
+
+
+@contextlib.contextmanager
+def _progress_reported_to(path: Path) -> Iterator[None]:
+    """Point the trainers' progress reports (:data:`PROGRESS_ENV`) at ``path`` for the block, then restore."""
     previous = os.environ.get(PROGRESS_ENV)
-    os.environ[PROGRESS_ENV] = str(run_dir.resolve() / RUN_FILE)  # SFT/RL report step, reward, ETA there
+    os.environ[PROGRESS_ENV] = str(path)
     try:
-        outputs = run_stages(config, store, registry, on_stage, on_start)
-        if _global_rank() != 0:
-            return RunResult(config.name, run_dir, "done", time.time() - started, 0.0, stage_rows)
-        gpu_hours = sum(r["wall_s"] * r["gpus"] for r in stage_rows) / 3600.0
-        wall_s = time.time() - started
-        _assemble_outputs(run_dir, outputs, wall_s, gpu_hours)
-    except Exception as exc:  # recorded as data for `star status` (current_stage: where it failed), re-raised
-        update_run_record(
-            run_dir, status="failed", error=_last_line(exc), traceback=traceback.format_exc()[-4000:]
-        )
-        raise
+        yield
     finally:
         if previous is None:
             os.environ.pop(PROGRESS_ENV, None)
         else:
             os.environ[PROGRESS_ENV] = previous
-    update_run_record(
-        run_dir,
-        status="done",
-        finished=time.time(),
-        wall_s=wall_s,
-        gpu_hours=gpu_hours,
-        stages=stage_rows,
-        **_NO_STAGE,
-    )
-    return RunResult(config.name, run_dir, "done", wall_s, gpu_hours, stage_rows)
 
 
-def _last_line(exc: BaseException) -> str:
+def last_line(exc: BaseException) -> str:
     """Return the last line of an error as ``Type: message``."""
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     return text.splitlines()[-1] if text else type(exc).__name__
@@ -504,7 +530,7 @@ def run_experiment_isolated(
 
 def run_config_file(config_path: str, run_dir: str, cache: str, grid: str) -> int:
     """Run one saved config into ``run_dir`` (the child of :func:`run_experiment_isolated`); 0 when done."""
-    from star_lib.experiments.pipeline import load_config
+    from star_lib.experiments.stages import load_config
 
     run_experiment(load_config(config_path), run_dir, cache=cache, grid=grid)
     return 0
@@ -548,7 +574,7 @@ def run_grid_local(
         except Exception as exc:
             if not keep_going:
                 raise
-            results.append(RunResult(config.name, folder / config.name, "failed", error=_last_line(exc)))
+            results.append(RunResult(config.name, folder / config.name, "failed", error=last_line(exc)))
     return results
 
 

@@ -18,7 +18,7 @@ and the token-level loss (``loss_type="dapo"``, §3.3). This module adds the two
   ``trl.rewards.get_soft_overlong_punishment`` counts tool responses too; here only the model's own tokens
   (``env_mask == 1``) count, so long tool outputs are never punished.
 
-Both are used by :mod:`star_lib.train.rl` when ``RLRunConfig.algorithm == "dapo"``.
+Both are used by the ``DAPO`` object of :mod:`star_lib.train.algorithms` (``algorithm: dapo``).
 """
 
 from __future__ import annotations

@@ -94,6 +94,10 @@ class MetricsLog:
             self.flush()
         return row
 
+    def values(self, stage: str, key: str) -> list[float]:
+        """Return ``key``'s logged values of ``stage``, in order (rows without it are skipped)."""
+        return [r[key] for r in self.rows if r["stage"] == stage and r.get(key) is not None]
+
     def flush(self) -> None:
         """Rewrite the parquet file atomically (write a temporary file, then rename); main process only."""
         if not self.rows or not self.write:

@@ -327,6 +327,13 @@ def cpu_has_native_bf16() -> bool:
     return False
 
 
+def has_accelerator() -> bool:
+    """Return True when torch sees a CUDA or XPU device (training then runs there, not on the CPU)."""
+    import torch
+
+    return torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+
+
 def check_bf16(requested: bool, *, on_accelerator: bool, option: str = "bf16") -> bool:
     """Return ``requested`` after checking the hardware can honour it.
 

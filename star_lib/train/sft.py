@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from star_lib.train.models import PRESETS, ModelPreset, check_bf16, get_preset
+from star_lib.train.models import PRESETS, ModelPreset, check_bf16, get_preset, has_accelerator
 from star_lib.train.tokenizer import TokenizerConfig
 from star_lib.train.warmup import CopyWarmupConfig
 
@@ -168,12 +167,6 @@ class SFTRunConfig:
         return get_preset(self.preset)
 
 
-def _has_accelerator() -> bool:
-    import torch
-
-    return torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
-
-
 def build_sft_config(cfg: SFTRunConfig) -> SFTConfig:
     """Build the ``trl.SFTConfig``: preset defaults, then ``cfg``'s values, then ``trl_overrides``."""
     from trl import SFTConfig
@@ -198,7 +191,7 @@ def build_sft_config(cfg: SFTRunConfig) -> SFTConfig:
         "per_device_train_batch_size": pick(cfg.per_device_train_batch_size, hp.per_device_train_batch_size),
         "gradient_accumulation_steps": pick(cfg.gradient_accumulation_steps, hp.gradient_accumulation_steps),
         "max_length": pick(cfg.max_length, hp.max_length),
-        "bf16": check_bf16(bool(pick(cfg.bf16, hp.bf16)), on_accelerator=_has_accelerator()),
+        "bf16": check_bf16(bool(pick(cfg.bf16, hp.bf16)), on_accelerator=has_accelerator()),
         "gradient_checkpointing": hp.gradient_checkpointing,
         "logging_steps": cfg.logging_steps,
         "logging_first_step": True,
@@ -212,7 +205,7 @@ def build_sft_config(cfg: SFTRunConfig) -> SFTConfig:
         "report_to": "none",
         "disable_tqdm": not cfg.progress,
         "dataloader_num_workers": 0,
-        "use_cpu": not _has_accelerator(),  # transformers refuses bf16 on CPU unless told it is on CPU
+        "use_cpu": not has_accelerator(),  # transformers refuses bf16 on CPU unless told it is on CPU
     }
     kwargs.update(cfg.trl_overrides)
     return SFTConfig(**kwargs)
@@ -556,20 +549,14 @@ def run_sft(cfg: SFTRunConfig) -> SFTResult:
 
     if (progress := progress_callback("sft")) is not None:  # under the experiments runner: step, loss, ETA
         trainer.add_callback(progress)
-    start = time.monotonic()
-    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    seconds = time.monotonic() - start
+    from star_lib.agent.protocol import detect_protocol
+    from star_lib.train.finish import train_and_save
 
-    model_dir = out / "model"
-    trainer.save_model(str(model_dir))
-    tokenizer.save_pretrained(model_dir)
-    from star_lib.agent.protocol import detect_protocol, write_protocol
-
-    write_protocol(model_dir, detect_protocol(rows[0]["messages"]))  # the protocol its data speaks
-    metrics.flush()
-    losses = [
-        r["train/loss"] for r in metrics.rows if r["stage"] == "sft" and r.get("train/loss") is not None
-    ]
+    protocol = detect_protocol(rows[0]["messages"])  # the protocol its data speaks
+    model_dir, seconds = train_and_save(
+        trainer, checkpoint, out, tokenizer=tokenizer, protocol=protocol, metrics=metrics
+    )
+    losses = metrics.values("sft", "train/loss")
     return SFTResult(
         output_dir=out,
         model_dir=model_dir,

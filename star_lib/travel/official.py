@@ -20,17 +20,22 @@ official rules: substring names, the official ``dropna()`` listings).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from star_lib.travel.checks import (
+    NOT_APPLICABLE,
+    PASS,
     PLACEHOLDER_CITY,
     OfficialError,
     WorldIndex,
     before_paren,
+    cuisine_verdict,
     from_to,
     is_valid_city_sequence,
+    official_kind,
     split_name_city,
+    wrong_room_type,
 )
 from star_lib.types import HOUSE_RULES, PLAN_KEYS, CheckResult, QueryRecord
 
@@ -40,9 +45,6 @@ _MEALS = ("breakfast", "lunch", "dinner")
 _TEXT_KEYS = frozenset(PLAN_KEYS[1:])
 _KEYS = frozenset(PLAN_KEYS)
 _EMPTY = ("", "-")
-_ROOM_TYPES = {"shared room": "Shared room", "private room": "Private room", "entire room": "Entire home/apt"}
-_PASS = CheckResult(True, None)
-_NA = CheckResult(None, None)
 
 
 def is_regular(plan: Any, days: int) -> bool:
@@ -84,18 +86,6 @@ def _pair(text: Any) -> tuple[Any, Any]:
 def _filled(unit: Any, key: str) -> bool:
     """Official ``key in unit and unit[key] and unit[key] != '-'``."""
     return key in unit and bool(unit[key]) and unit[key] != "-"
-
-
-def _kind(text: Any) -> str | None:
-    """Official ``transportation_match``."""
-    lower = text.lower()
-    if "taxi" in lower:
-        return "Taxi"
-    if "self-driving" in lower:
-        return "Self-driving"
-    if "flight" in lower:
-        return "Flight"
-    return None
 
 
 class _Plan:
@@ -151,7 +141,7 @@ def _reasonable_visiting_city(p: _Plan) -> CheckResult:
             return CheckResult(False, f"{city} is not a valid city.")
         if position not in (0, last) and p.query.days > 3 and state != p.query.dest:
             return CheckResult(False, f"{city} is not in {p.query.dest}.")
-    return _PASS
+    return PASS
 
 
 def _restaurants(p: _Plan) -> CheckResult:
@@ -162,7 +152,7 @@ def _restaurants(p: _Plan) -> CheckResult:
                 if unit[slot] in seen:
                     return CheckResult(False, f"The restaurant in day {i + 1} {slot} is repeated.")
                 seen.append(unit[slot])
-    return _PASS
+    return PASS
 
 
 def _attractions(p: _Plan) -> CheckResult:
@@ -173,7 +163,7 @@ def _attractions(p: _Plan) -> CheckResult:
                 if item in seen:
                     return CheckResult(False, f"The attraction '{item}' in day {i + 1} is repeated.")
                 seen.append(item)
-    return _PASS
+    return PASS
 
 
 def _accommodation(p: _Plan) -> CheckResult:
@@ -193,20 +183,20 @@ def _accommodation(p: _Plan) -> CheckResult:
             rows = p.rows("accommodation", value)
             if len(rows) == 1 and nights < rows[0].minimum_nights:
                 return CheckResult(False, f"The accommodation {value} do not obey the minumum nights rule.")
-    return _PASS
+    return PASS
 
 
 def _transportation(p: _Plan) -> CheckResult:
     first = p.plan[0]["transportation"]
     if not first or first == "-":
         return CheckResult(False, "The transportation in day 1 should not be empty.")
-    kinds = [_kind(first)]
+    kinds = [official_kind(first)]  # official `transportation_match`, lower-cased
     for _i, unit in p.units():
         if _filled(unit, "transportation"):
-            kinds.append(_kind(unit["transportation"]))
-    if "Self-driving" in kinds and ("Flight" in kinds or "Taxi" in kinds):
+            kinds.append(official_kind(unit["transportation"]))
+    if "self-driving" in kinds and ("flight" in kinds or "taxi" in kinds):
         return CheckResult(False, "The transportation is conflicting.")
-    return _PASS
+    return PASS
 
 
 def _in_current_city(p: _Plan) -> CheckResult:
@@ -227,7 +217,7 @@ def _in_current_city(p: _Plan) -> CheckResult:
                     return CheckResult(False, f"The attraction in day {i + 1} is invalid city choice.")
         if _filled(unit, "accommodation") and cities[-1] not in unit["accommodation"]:
             return CheckResult(False, f"The accommodation in day {i + 1} is invalid city choice.")
-    return _PASS
+    return PASS
 
 
 def _sandbox_transport(p: _Plan, i: int, unit: Any) -> CheckResult | None:
@@ -270,7 +260,7 @@ def _in_sandbox(p: _Plan) -> CheckResult:
                     )
         if _filled(unit, "accommodation") and not p.rows("accommodation", unit["accommodation"]):
             return CheckResult(False, f"The accommodation in day {i + 1} is invalid in the sandbox.")
-    return _PASS
+    return PASS
 
 
 _PRESENCE = (
@@ -323,7 +313,7 @@ def _not_absent(p: _Plan) -> CheckResult:
         total += sum(1 for key in unit if unit[key] and unit[key] != "-")
     if total / (6 * p.query.days) < 0.5:
         return CheckResult(False, "The absent information is more than 50%.")
-    return _PASS
+    return PASS
 
 
 COMMONSENSE_ORDER: tuple[tuple[str, Callable[[_Plan], CheckResult]], ...] = (
@@ -355,37 +345,35 @@ def _hotels(p: _Plan) -> Any:
 def _cuisine(p: _Plan) -> CheckResult:
     wanted = p.query.local_constraint.cuisine
     if not wanted:
-        return _NA
-    served: set[str] = set()
+        return NOT_APPLICABLE
+    return cuisine_verdict(wanted, _meal_rows_outside_origin(p))
+
+
+def _meal_rows_outside_origin(p: _Plan) -> Iterator[Any]:
+    """Yield the matching rows of each filled meal, each day up to its first meal in the origin city."""
     for _i, unit in p.units():
         for slot in _MEALS:
             value = unit[slot]
             if value and value != "-":
                 if _name_city(value)[1] == p.query.org:
                     break  # official `continue` of the day loop: the day's later meals are skipped
-                rows = p.rows("restaurant", value)
-                if rows:
-                    served.update(c for c in wanted if c in rows[0].cuisines)
-    for cuisine in wanted:
-        if cuisine not in served:
-            return CheckResult(False, f"The cuisine {cuisine} is not satisfied.")
-    return _PASS
+                yield p.rows("restaurant", value)
 
 
 def _room_rule(p: _Plan) -> CheckResult:
     rule = p.query.local_constraint.house_rule
     if rule is None:
-        return _NA
+        return NOT_APPLICABLE
     for _i, row in _hotels(p):
         if rule in HOUSE_RULES and f"No {rule}" in str(row.house_rules):
             return CheckResult(False, f"The house rule should be {rule}.")
-    return _PASS
+    return PASS
 
 
 def _transport_constraint(p: _Plan) -> CheckResult:
     wanted = p.query.local_constraint.transportation
     if wanted is None:
-        return _NA
+        return NOT_APPLICABLE
     for _i, unit in p.units():
         value = unit["transportation"]
         if value and value != "-":
@@ -393,21 +381,17 @@ def _transport_constraint(p: _Plan) -> CheckResult:
                 wanted == "no self-driving" and "Self-driving" in value
             ):
                 return CheckResult(False, f"The transportation should not be {wanted}.")
-    return _PASS
+    return PASS
 
 
 def _room_type(p: _Plan) -> CheckResult:
     wanted = p.query.local_constraint.room_type
     if wanted is None:
-        return _NA
+        return NOT_APPLICABLE
     for _i, row in _hotels(p):
-        if wanted == "not shared room":
-            bad = row.room_type == "Shared room"
-        else:
-            bad = wanted in _ROOM_TYPES and row.room_type != _ROOM_TYPES[wanted]
-        if bad:
+        if wrong_room_type(wanted, row.room_type):
             return CheckResult(False, f"The room type should be {wanted}.")
-    return _PASS
+    return PASS
 
 
 def _total_cost(p: _Plan) -> float:
@@ -446,7 +430,7 @@ def _total_cost(p: _Plan) -> float:
 def _cost(p: _Plan) -> CheckResult:
     cost = _total_cost(p)
     if cost <= p.query.budget:
-        return _PASS
+        return PASS
     return CheckResult(False, f"The total cost {cost:g} exceeds the budget {p.query.budget}.")
 
 

@@ -30,7 +30,8 @@ from __future__ import annotations
 import ast
 import json
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from star_lib.types import PLAN_KEYS, DayPlan
@@ -39,6 +40,7 @@ MAX_PAYLOAD_CHARS = 200_000
 """Longer payloads are rejected before decoding (a 7-day plan is ~3 k characters)."""
 
 _TEXT_KEYS: tuple[str, ...] = PLAN_KEYS[1:]
+_MEALS: tuple[str, ...] = ("breakfast", "lunch", "dinner")
 _REQUIRED = frozenset(PLAN_KEYS)
 
 
@@ -324,42 +326,68 @@ def mutate_plan(
     """Return a randomly edited copy of a plan: one edit from :data:`MUTATIONS` (or ``kind``).
 
     Used to build evaluator benchmarks, fuzz inputs and negative examples. ``rng`` is a ``random.Random``;
-    ``world`` (optional) supplies real names from other cities.
+    ``world`` (optional) supplies real names from other cities. An edit that does not apply to the plan
+    (no filled meal, no flight, …) leaves it unchanged.
 
     >>> import random
     >>> day = DayPlan(1, "from A to B", "Flight Number: F1, from A to B", dinner="X, B", accommodation="H, B")
     >>> len(mutate_plan([day], random.Random(0), kind="extra_day"))
     2
     """
-    from dataclasses import replace
-
-    days = [d for d in plan]
+    days = list(plan)
     if not days:
         return ()
     kind = kind or rng.choice(MUTATIONS)
-    i = rng.randrange(len(days))
-    day = days[i]
-    slots = ("breakfast", "lunch", "dinner")
-    filled_meals = [(j, s) for j, d in enumerate(days) for s in slots if getattr(d, s) not in ("", "-")]
-    if kind == "meal_other_city" and world is not None and filled_meals:
-        j, slot = rng.choice(filled_meals)
+    i = rng.randrange(len(days))  # drawn for every edit, so each kind sees the same random stream
+    edit = _EDITS.get(kind)
+    if edit is not None:
+        edit(days, i, rng, world, kind)
+    return tuple(days)
+
+
+def _filled_meals(days: list[DayPlan]) -> list[tuple[int, str]]:
+    """``(day position, slot)`` of every filled meal, in plan order."""
+    return [(j, s) for j, d in enumerate(days) for s in _MEALS if getattr(d, s) not in ("", "-")]
+
+
+def _edit_meal(days: list[DayPlan], i: int, rng: Any, world: Any, kind: str) -> None:
+    """``meal_other_city`` | ``repeat_meal`` | ``drop_meal`` | ``extra_spaces``: edit one filled meal."""
+    meals = _filled_meals(days)
+    if kind == "meal_other_city" and world is not None and meals:
+        j, slot = rng.choice(meals)
         city = rng.choice(world.cities)
         rows = world.restaurants(city)
         if rows:
             days[j] = replace(days[j], **{slot: f"{rng.choice(rows).name}, {city}"})
-    elif kind == "repeat_meal" and len(filled_meals) >= 2:
-        (j, a), (k, b) = rng.sample(filled_meals, 2)
+    elif kind == "repeat_meal" and len(meals) >= 2:
+        (j, a), (k, b) = rng.sample(meals, 2)
         days[k] = replace(days[k], **{b: getattr(days[j], a)})
-    elif kind == "repeat_attraction":
+    elif kind == "drop_meal" and meals:
+        j, slot = rng.choice(meals)
+        days[j] = replace(days[j], **{slot: "-"})
+    elif kind == "extra_spaces" and meals:
+        j, slot = rng.choice(meals)
+        days[j] = replace(
+            days[j], **{slot: getattr(days[j], slot).replace(" ", "  ", 1).replace(",", " ,", 1)}
+        )
+
+
+def _edit_attraction(days: list[DayPlan], i: int, rng: Any, world: Any, kind: str) -> None:
+    """``repeat_attraction`` | ``attraction_no_semicolon``: edit day ``i``'s attractions."""
+    day = days[i]
+    if kind == "repeat_attraction":
         spots = [a for d in days for a in d.attraction.split(";") if a.strip() and d.attraction != "-"]
         if spots:
             days[i] = replace(
                 day, attraction=(day.attraction if day.attraction != "-" else "") + rng.choice(spots) + ";"
             )
-    elif kind == "drop_meal" and filled_meals:
-        j, slot = rng.choice(filled_meals)
-        days[j] = replace(days[j], **{slot: "-"})
-    elif kind == "bad_flight_number":
+    elif kind == "attraction_no_semicolon" and day.attraction not in ("", "-"):
+        days[i] = replace(day, attraction=day.attraction.rstrip(";") + ";Made Up Place, Nowhere")
+
+
+def _edit_transport(days: list[DayPlan], i: int, rng: Any, world: Any, kind: str) -> None:
+    """Break one flight number, or rewrite one filled transportation (the other four transport edits)."""
+    if kind == "bad_flight_number":
         hits = [j for j, d in enumerate(days) if "Flight Number: " in d.transportation]
         if hits:
             j = rng.choice(hits)
@@ -367,41 +395,42 @@ def mutate_plan(
                 days[j],
                 transportation=days[j].transportation.replace("Flight Number: F", "Flight Number: F9", 1),
             )
-    elif kind in ("driving_word", "mixed_self_driving", "empty_transport", "lowercase_flight"):
-        moving = [j for j, d in enumerate(days) if d.transportation not in ("", "-")]
-        if moving:
-            j = rng.choice(moving)
-            text = days[j].transportation
-            pair = days[j].current_city.replace("from ", "", 1).split(" to ", 1)
-            route = f"from {pair[0]} to {pair[1]}" if len(pair) == 2 else days[j].current_city
-            new = {
-                "driving_word": f"Driving, {route}, duration: 3 hours, distance: 300 km, cost: 15",
-                "mixed_self_driving": f"Self-driving, {route}, duration: 3 hours, distance: 300 km, cost: 15",
-                "empty_transport": "-",
-                "lowercase_flight": text.replace("Flight", "flight"),
-            }[kind]
-            days[j] = replace(days[j], transportation=new)
-    elif kind in ("partial_hotel_name", "other_hotel", "garbage_name"):
-        hotels = [j for j, d in enumerate(days) if d.accommodation not in ("", "-")]
-        if hotels:
-            j = rng.choice(hotels)
-            name, _, city = days[j].accommodation.rpartition(",")
-            if kind == "partial_hotel_name":
-                new = f"{name[: max(1, len(name) // 2)]},{city}"
-            elif kind == "garbage_name":
-                new = f"Hotel {rng.randrange(10**6)},{city}"
-            else:
-                rows = world.accommodations(before_city(city)) if world is not None else ()
-                new = f"{rng.choice(rows).name},{city}" if rows else days[j].accommodation
-            days[j] = replace(days[j], accommodation=new)
-    elif kind == "attraction_no_semicolon" and day.attraction not in ("", "-"):
-        days[i] = replace(day, attraction=day.attraction.rstrip(";") + ";Made Up Place, Nowhere")
-    elif kind == "extra_spaces" and filled_meals:
-        j, slot = rng.choice(filled_meals)
-        days[j] = replace(
-            days[j], **{slot: getattr(days[j], slot).replace(" ", "  ", 1).replace(",", " ,", 1)}
-        )
-    elif kind == "drop_day" and len(days) > 1:
+        return
+    moving = [j for j, d in enumerate(days) if d.transportation not in ("", "-")]
+    if moving:
+        j = rng.choice(moving)
+        text = days[j].transportation
+        pair = days[j].current_city.replace("from ", "", 1).split(" to ", 1)
+        route = f"from {pair[0]} to {pair[1]}" if len(pair) == 2 else days[j].current_city
+        new = {
+            "driving_word": f"Driving, {route}, duration: 3 hours, distance: 300 km, cost: 15",
+            "mixed_self_driving": f"Self-driving, {route}, duration: 3 hours, distance: 300 km, cost: 15",
+            "empty_transport": "-",
+            "lowercase_flight": text.replace("Flight", "flight"),
+        }[kind]
+        days[j] = replace(days[j], transportation=new)
+
+
+def _edit_hotel(days: list[DayPlan], i: int, rng: Any, world: Any, kind: str) -> None:
+    """``partial_hotel_name`` | ``other_hotel`` | ``garbage_name``: rename one filled accommodation."""
+    hotels = [j for j, d in enumerate(days) if d.accommodation not in ("", "-")]
+    if hotels:
+        j = rng.choice(hotels)
+        name, _, city = days[j].accommodation.rpartition(",")
+        if kind == "partial_hotel_name":
+            new = f"{name[: max(1, len(name) // 2)]},{city}"
+        elif kind == "garbage_name":
+            new = f"Hotel {rng.randrange(10**6)},{city}"
+        else:
+            rows = world.accommodations(before_city(city)) if world is not None else ()
+            new = f"{rng.choice(rows).name},{city}" if rows else days[j].accommodation
+        days[j] = replace(days[j], accommodation=new)
+
+
+def _edit_days(days: list[DayPlan], i: int, rng: Any, world: Any, kind: str) -> None:
+    """``drop_day`` | ``extra_day`` | ``other_current_city`` | ``swap_days``: edit the days or day ``i``."""
+    day = days[i]
+    if kind == "drop_day" and len(days) > 1:
         del days[i]
     elif kind == "extra_day":
         days.append(replace(days[-1], days=len(days) + 1))
@@ -410,7 +439,20 @@ def mutate_plan(
     elif kind == "swap_days" and len(days) > 1:
         j = rng.randrange(len(days))
         days[i], days[j] = replace(days[j], days=days[i].days), replace(days[i], days=days[j].days)
-    return tuple(days)
+
+
+_Edit = Callable[[list[DayPlan], int, Any, Any, str], None]
+_EDITS: dict[str, _Edit] = {
+    **dict.fromkeys(("meal_other_city", "repeat_meal", "drop_meal", "extra_spaces"), _edit_meal),
+    **dict.fromkeys(("repeat_attraction", "attraction_no_semicolon"), _edit_attraction),
+    **dict.fromkeys(
+        ("bad_flight_number", "driving_word", "mixed_self_driving", "empty_transport", "lowercase_flight"),
+        _edit_transport,
+    ),
+    **dict.fromkeys(("partial_hotel_name", "other_hotel", "garbage_name"), _edit_hotel),
+    **dict.fromkeys(("drop_day", "extra_day", "other_current_city", "swap_days"), _edit_days),
+}
+"""Each name of :data:`MUTATIONS` → the function that makes that edit in place."""
 
 
 def before_city(text: str) -> str:

@@ -3,7 +3,9 @@
 - :class:`NotebookParams` (``params``) — the one config every notebook builds from its ``parameters`` cell;
 - ``charts`` — ``polars.DataFrame -> altair.Chart`` builders, PNG rendering through vl-convert (no CDN),
   styled HTML tables, and ``show_*`` helpers that tag notebook outputs for ``star report``;
-- ``findings`` — one function per finding: the paper's figures beside our runs and a generated verdict;
+- ``findings`` — one module per finding: the paper's figures beside our runs and a generated verdict;
+- ``stats`` — arms, bootstrap intervals, the evidence gate, seed planning; ``verdicts`` — the paper's claims
+  checked on our runs and the verdict sentence; ``labels`` — the metric names and display labels they share;
 - ``runs`` — find, launch (local / Slurm) and load a finding's runs;
 - :class:`TrajectoryExplorer` (``explorer``) — ipywidgets explorer of episodes (turns, plan, verdicts).
 
@@ -20,7 +22,7 @@ from star_lib.viz.params import LAUNCH_MODES, SCALES, NotebookParams
 _LAZY: dict[str, str] = {
     "TrajectoryExplorer": "star_lib.viz.explorer",
     "Finding": "star_lib.viz.findings",
-    "Comparison": "star_lib.viz.findings",
+    "Comparison": "star_lib.viz.verdicts",
     "FINDINGS": "star_lib.viz.findings",
     "ensure_runs": "star_lib.viz.runs",
     "notebook_grid": "star_lib.viz.runs",

@@ -532,28 +532,42 @@ def paper_vs_ours(
     band = width / max(1, 2 * len(categories))  # one bar per source per category
     layers = [bars, zero_ticks]
     if band >= 18:
-        layers.append(
-            alt.Chart()
-            .mark_text(dy=-6, fontSize=10 if band >= 34 else 9)
-            .encode(
-                x=x_enc,
-                xOffset=offset,
-                y=y_enc,
-                text=alt.Text(f"{value}:Q", format=(".1%" if band >= 34 else ".0%") if percent else ",.1f"),
-            )
-        )
+        layers.append(_value_labels(x_enc, offset, y_enc, value, band, percent))
     if "sd" in rows.columns and rows["sd"].drop_nulls().len():
-        layers.append(
-            alt.Chart()
-            .transform_filter("isValid(datum.sd) && datum.sd > 0")
-            .transform_calculate(lo=f"datum['{value}'] - datum.sd", hi=f"datum['{value}'] + datum.sd")
-            .mark_rule(color="#333")
-            .encode(x=x_enc, xOffset=offset, y="lo:Q", y2="hi:Q")
-        )
+        layers.append(_error_bars(x_enc, offset, value))
     chart = alt.layer(*layers, data=rows).properties(width=width, height=220)
     if faceted:
         chart = chart.facet(column=alt.Column(f"{facet}:N", title=None))
     return chart.properties(title=title) if title else chart
+
+
+def _value_labels(x_enc: Any, offset: Any, y_enc: Any, value: str, band: float, percent: bool) -> alt.Chart:
+    """Build the numbers printed above grouped bars ``band`` pixels wide (one decimal when they fit)."""
+    import altair as alt
+
+    return (
+        alt.Chart()
+        .mark_text(dy=-6, fontSize=10 if band >= 34 else 9)
+        .encode(
+            x=x_enc,
+            xOffset=offset,
+            y=y_enc,
+            text=alt.Text(f"{value}:Q", format=(".1%" if band >= 34 else ".0%") if percent else ",.1f"),
+        )
+    )
+
+
+def _error_bars(x_enc: Any, offset: Any, value: str) -> alt.Chart:
+    """Build ``value ± sd`` rules over grouped bars, for the rows with a positive ``sd``."""
+    import altair as alt
+
+    return (
+        alt.Chart()
+        .transform_filter("isValid(datum.sd) && datum.sd > 0")
+        .transform_calculate(lo=f"datum['{value}'] - datum.sd", hi=f"datum['{value}'] + datum.sd")
+        .mark_rule(color="#333")
+        .encode(x=x_enc, xOffset=offset, y="lo:Q", y2="hi:Q")
+    )
 
 
 def trend(

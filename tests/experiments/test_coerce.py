@@ -16,7 +16,8 @@ from star_lib.cli import build_parser, main
 from star_lib.cli.train import load_rl_config
 from star_lib.experiments.coerce import coerce_fields
 from star_lib.experiments.config import ConfigError, ExperimentConfig
-from star_lib.experiments.pipeline import EvalStageConfig, build_registry
+from star_lib.experiments.stages import build_registry
+from star_lib.experiments.stages.eval import EvalStageConfig
 from star_lib.train.rl import RLRunConfig
 from star_lib.train.sft import SFTRunConfig
 

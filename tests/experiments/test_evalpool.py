@@ -9,8 +9,10 @@ import pytest
 
 from star_lib.experiments.config import ExperimentConfig
 from star_lib.experiments.evalpool import ENV_VAR, check_processes, eval_processes, pool_size
-from star_lib.experiments.pipeline import build_registry, run_chunks, run_eval
 from star_lib.experiments.runner import input_paths, run_experiment, torch_threads
+from star_lib.experiments.stages import build_registry
+from star_lib.experiments.stages.eval import run_eval
+from star_lib.experiments.stages.evaluation import run_chunks
 
 
 def test_eval_processes_reads_the_variable_and_names_it_when_wrong():
@@ -115,7 +117,8 @@ def test_split_evaluation_gives_the_episodes_and_metrics_of_one_process(trained,
 def test_a_turn_limit_too_low_for_one_chunk_names_the_whole_splits_need(trained, tmp_path, monkeypatch):
     from dataclasses import replace
 
-    from star_lib.experiments.pipeline import TurnBudgetError, check_turn_budget, load_world
+    from star_lib.experiments.stages.common import load_world
+    from star_lib.experiments.stages.evaluation import TurnBudgetError, check_turn_budget
     from star_lib.io import read_queries
 
     _, cfg, inputs = trained
@@ -133,10 +136,11 @@ def test_a_turn_limit_too_low_for_one_chunk_names_the_whole_splits_need(trained,
 
 
 def test_a_sampled_evaluation_stays_in_one_process(tmp_path, monkeypatch):
-    from star_lib.experiments.pipeline import EvalStageConfig, _eval_workers
+    from star_lib.experiments.stages.eval import EvalStageConfig
+    from star_lib.experiments.stages.evaluation import eval_workers
 
     monkeypatch.setenv(ENV_VAR, "2")
     with torch_threads(2):
         for cfg in (EvalStageConfig(policy="fast", temperature=0.7), EvalStageConfig(policy="transformers")):
-            with _eval_workers(cfg, tmp_path, chunks=8) as workers:
+            with eval_workers(cfg, tmp_path, chunks=8) as workers:
                 assert workers is None

@@ -66,11 +66,12 @@ def test_recipe_evaluates_base_sft_and_rl_on_the_same_tasks_with_their_paired_di
 
 def test_a_compact_checkpoint_evaluated_in_the_react_protocol_is_refused(toy_run, tmp_path):
     from star_lib.agent.protocol import ProtocolMismatchError
-    from star_lib.experiments.pipeline import EvalStageConfig, _load_policy
+    from star_lib.experiments.stages.eval import EvalStageConfig
+    from star_lib.experiments.stages.evaluation import load_policy
 
     (sft,) = [p for p in (toy_run / "_stages" / "sft").iterdir() if p.is_dir()]
     with pytest.raises(ProtocolMismatchError, match="compact"):
-        _load_policy(EvalStageConfig(protocol="react"), sft / "model")
+        load_policy(EvalStageConfig(protocol="react"), sft / "model")
 
 
 def test_quick_config_keeps_the_recipe_and_shrinks_the_budgets():
@@ -87,7 +88,8 @@ def test_star_run_knows_the_named_configs(tmp_path, capsys):
 
 def test_an_eval_turn_limit_the_expert_cannot_finish_in_is_refused_naming_both_numbers(tmp_path):
     from star_lib.experiments.config import ConfigError
-    from star_lib.experiments.pipeline import EvalStageConfig, check_turn_budget
+    from star_lib.experiments.stages.eval import EvalStageConfig
+    from star_lib.experiments.stages.evaluation import check_turn_budget
     from star_lib.synth.per_world import synthesize_per_world
     from star_lib.travel.worldset import WorldSet
 
@@ -113,11 +115,12 @@ def test_star_pipeline_is_an_alias_of_star_run_on_the_recipe(toy_run, capsys):
 
 
 def test_eval_stage_is_greedy_and_seeded_by_default(toy_run):
-    from star_lib.experiments.pipeline import EvalStageConfig, _load_policy
+    from star_lib.experiments.stages.eval import EvalStageConfig
+    from star_lib.experiments.stages.evaluation import load_policy
 
     assert EvalStageConfig().temperature == 0.0
     (sft,) = [p for p in (toy_run / "_stages" / "sft").iterdir() if p.is_dir()]
-    policy = _load_policy(EvalStageConfig(protocol="compact", seed=7, policy="fast"), sft / "model")
+    policy = load_policy(EvalStageConfig(protocol="compact", seed=7, policy="fast"), sft / "model")
     assert policy.sampling.temperature == 0.0 and policy.sampling.seed == 7
     with pytest.raises(ValueError, match="temperature"):
         EvalStageConfig(temperature=-1.0)

@@ -19,9 +19,9 @@ from rich.console import Console
 from star_lib.cli import main as star
 from star_lib.cli.experiments import GridProgress
 from star_lib.experiments.config import ExperimentConfig
-from star_lib.experiments.pipeline import WorldStageConfig, run_world
 from star_lib.experiments.runner import read_run_record, run_experiment
 from star_lib.experiments.stages import Registry, Stage
+from star_lib.experiments.stages.world import WorldStageConfig, run_world
 from star_lib.io import read_json, write_json_atomic
 from star_lib.train.progress import PROGRESS_ENV
 

@@ -10,15 +10,10 @@ import polars as pl
 import pytest
 
 from star_lib.experiments.config import ConfigError
-from star_lib.experiments.pipeline import (
-    EvalStageConfig,
-    SynthStageConfig,
-    build_registry,
-    load_config,
-    run_eval,
-    run_synth,
-    run_world,
-)
+from star_lib.experiments.stages import build_registry, load_config
+from star_lib.experiments.stages.eval import EvalStageConfig, run_eval
+from star_lib.experiments.stages.synth import SynthStageConfig, run_synth
+from star_lib.experiments.stages.world import run_world
 from star_lib.io import read_queries
 from star_lib.synth.dataset import held_out_key
 from star_lib.travel.evaluate import evaluate_plan
@@ -179,7 +174,7 @@ def test_eval_reports_the_same_episodes_in_both_modes(expert_eval, real_run):
         assert f"eval/{key}" in values and f"eval/official/{key}" in values
     # the official column is what the official evaluator says of that episode's own plan
     queries = read_queries(real_run / "spoiled.jsonl")
-    from star_lib.experiments.pipeline import load_world
+    from star_lib.experiments.stages.common import load_world
     from star_lib.types import DayPlan
 
     world = load_world(real_run / "world" / "db")
@@ -203,7 +198,7 @@ def test_also_modes_refuses_the_episodes_own_mode_or_an_unknown_one():
 def test_breakdown_of_the_eval_table_equals_metrics_from_reports(expert_eval, real_run):
     table = pl.read_parquet(expert_eval / "eval.parquet")
     queries = read_queries(real_run / "spoiled.jsonl")
-    from star_lib.experiments.pipeline import load_world
+    from star_lib.experiments.stages.common import load_world
     from star_lib.types import DayPlan
 
     world = load_world(real_run / "world" / "db")
@@ -309,7 +304,7 @@ def test_check_failures_on_a_hand_made_table(hand_table):
     )
 
 
-# ── the notebook's readers (star_lib.experiments.results) ──
+# ── the notebook's readers (star_lib.experiments.real) ──
 
 
 def _fake_run(root: Path, expert_eval: Path, name: str = "real-tiny", status: str = "done") -> Path:
@@ -339,7 +334,7 @@ def _fake_run(root: Path, expert_eval: Path, name: str = "real-tiny", status: st
 
 
 def test_find_real_run_prefers_a_finished_full_run(expert_eval, tmp_path):
-    from star_lib.experiments.results import find_real_run, real_data_paths, real_run_episodes
+    from star_lib.experiments.real import find_real_run, real_data_paths, real_run_episodes
 
     assert find_real_run(tmp_path / "nothing") is None
     quick = _fake_run(tmp_path, expert_eval, "real-tiny-quick")
@@ -358,7 +353,7 @@ def test_find_real_run_prefers_a_finished_full_run(expert_eval, tmp_path):
 
 
 def test_a_published_run_is_read_like_the_run_and_holds_no_weights(expert_eval, tmp_path):
-    from star_lib.experiments.results import find_real_run, publish_run, real_run_episodes
+    from star_lib.experiments.real import find_real_run, publish_run, real_run_episodes
 
     run = _fake_run(tmp_path / "runs", expert_eval)
     teacher = pl.read_parquet(run / "rollouts.parquet").with_columns(pl.lit("teacher").alias("stage"))
@@ -378,7 +373,7 @@ def test_a_published_run_is_read_like_the_run_and_holds_no_weights(expert_eval, 
 
 
 def test_real_query_table_lists_all_levels_and_lengths_per_model(hand_table):
-    from star_lib.experiments.results import paper_final_pass, real_query_table
+    from star_lib.experiments.real import paper_final_pass, real_query_table
 
     two = pl.concat([hand_table.with_columns(pl.lit(m).alias("model")) for m in ("sft", "expert")])
     table = real_query_table(two)

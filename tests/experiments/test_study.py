@@ -120,7 +120,7 @@ def test_without_synth_ood_the_eval_stage_reads_no_ood_input_and_reports_no_ood_
     ],
 )
 def test_bad_ood_settings_are_refused_when_the_config_loads(tmp_path, section, value, match):
-    from star_lib.experiments.pipeline import load_config
+    from star_lib.experiments.stages import load_config
 
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(toy(**{section: {**TOY[section], **value}}).to_dict()))
@@ -696,7 +696,7 @@ def test_study_config_of_prints_the_yaml_star_run_reruns(tmp_path, toy_study, ca
 
 
 def test_the_reward_grid_has_the_milestone_arm_and_the_noise_grid_evaluates_clean_too():
-    from star_lib.experiments.pipeline import build_registry
+    from star_lib.experiments.stages import build_registry
     from star_lib.experiments.study import read_study
 
     reward, extra, noise = read_study().load_grids(["reward", "milestone", "noise"])
@@ -708,14 +708,15 @@ def test_the_reward_grid_has_the_milestone_arm_and_the_noise_grid_evaluates_clea
     registry = build_registry()
     stage = registry.get("eval")
     milestone = extra.runs[0]
-    assert registry.get("rl").resolve_config(milestone).reward == "milestone"
+    assert registry.get("rl").resolve_config(milestone).axes["reward"] == "milestone"
     assert stage.resolve_config(milestone).reward == "milestone"
     assert all(stage.resolve_config(c).also_clean for c in noise.runs)
     assert not any(stage.resolve_config(c).also_clean for c in reward.runs)
 
 
 def test_an_option_left_at_its_default_stays_out_of_the_eval_cache_key():
-    from star_lib.experiments.pipeline import EvalStageConfig, build_registry
+    from star_lib.experiments.stages import build_registry
+    from star_lib.experiments.stages.eval import EvalStageConfig
 
     stage = build_registry().get("eval")
     assert "also_clean" not in stage.config_dict(EvalStageConfig())  # runs without it keep their keys

@@ -19,9 +19,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from star_lib.cli.report_pages import NotebookReport, ReportConfig, build_reports
 from star_lib.experiments.grids import FINDINGS, base_config, finding_grid
 from star_lib.experiments.runner import run_grid_local
-from star_lib.reports import NotebookReport, ReportConfig, build_reports
 from star_lib.viz.runs import interactions_grid
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,9 +15,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from star_lib.cli.report_pages import THUMBNAIL_WIDTH_PX, ReportConfig, build_reports
 from star_lib.experiments.grids import base_config, factorial
 from star_lib.experiments.runner import run_grid_local
-from star_lib.reports import THUMBNAIL_WIDTH_PX, ReportConfig, build_reports
 from star_lib.viz import runs
 from star_lib.viz.params import PROJECT_ROOT_ENV, NotebookParams, project_root
 
@@ -120,7 +120,7 @@ def test_report_resolves_runs_at_the_root_and_hides_the_tcp_notice(project, monk
 
 
 def test_report_index_thumbnails_are_readable(project, tmp_path):
-    from star_lib.reports import NotebookReport, write_index
+    from star_lib.cli.report_pages import NotebookReport, write_index
 
     (tmp_path / "figures").mkdir()
     (tmp_path / "figures" / "01_fig.png").write_bytes(b"\x89PNG")

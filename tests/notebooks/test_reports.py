@@ -12,7 +12,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from star_lib.cli import main
-from star_lib.reports import ReportConfig, build_reports, select_notebooks
+from star_lib.cli.report_pages import ReportConfig, build_reports, select_notebooks
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 

@@ -6,15 +6,8 @@ from typing import Any
 
 import pytest
 
-from star_lib.train.rl import (
-    RLRunConfig,
-    build_grpo_config,
-    group_ids,
-    make_grpo_trainer,
-    prompt_dataset,
-    query_from_prompt,
-    run_rl,
-)
+from star_lib.train.rl import RLRunConfig, build_grpo_config, make_grpo_trainer, run_rl
+from star_lib.train.rollouts import group_ids, prompt_dataset, query_from_prompt
 
 WORLD = "synthetic:small:0"
 
@@ -135,7 +128,7 @@ def test_rl_config_compact_protocol_builds_compact_episodes():
 def test_rl_fast_generation_rolls_out_with_fast_policy(rl_dir, tmp_path, world):
     from star_lib.agent.fastgen import FastPolicy
     from star_lib.agent.policies import TransformersPolicy
-    from star_lib.train.rl import default_policy
+    from star_lib.train.rollouts import default_policy
 
     fast = config(rl_dir, tmp_path, fast_generation=True)
     assert isinstance(default_policy(make_grpo_trainer(fast, world=world), fast), FastPolicy)
@@ -265,7 +258,7 @@ def test_rl_paper_batch_is_global_and_splits_per_world_size(
 
 
 def test_rl_world_size_comes_from_the_launcher_environment(monkeypatch):
-    from star_lib.train.rl import env_world_size
+    from star_lib.train.batching import env_world_size
 
     monkeypatch.setenv("WORLD_SIZE", "8")
     cfg = RLRunConfig(data="q", output_dir="o", model_path="m", num_generations=4, prompts_per_step=8)
@@ -330,7 +323,7 @@ def test_rl_vllm_settings_it_cannot_honour_are_refused(kwargs, needle):
 def test_rl_importance_sampling_counts_masked_and_clipped_tokens():
     import torch
 
-    from star_lib.train.rl import importance_sampling_counts
+    from star_lib.train.importance_sampling import importance_sampling_counts
 
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0]])  # third row: a truncated episode
     seq = importance_sampling_counts(torch.tensor([[0.0], [1.2], [0.0]]), mask, "sequence_mask", 3.0)
@@ -354,7 +347,7 @@ def test_rl_importance_sampling_counts_reach_the_step_metrics():
 
     import torch
 
-    from star_lib.train.rl import log_importance_sampling
+    from star_lib.train.importance_sampling import log_importance_sampling
 
     output = {
         "importance_sampling_ratio": torch.tensor([[0.0], [1.0]]),
@@ -378,7 +371,7 @@ def test_rl_importance_sampling_counts_reach_the_step_metrics():
 
 
 def test_rl_only_rank_zero_writes_rollouts(monkeypatch, tmp_path):
-    from star_lib.train.rl import RolloutLog
+    from star_lib.train.rollouts import RolloutLog
 
     class Episode:  # episodes_frame is never reached on a non-zero rank
         pass
@@ -418,7 +411,7 @@ def test_rl_turn_cut_at_max_new_tokens_leaves_its_end_of_turn_token_out_of_the_l
             assert set(trace.env_mask[:-1]) == {1}
 
 
-@pytest.mark.slow  # ~25 s quiet, ~2 min on 2 shared cores (a random model writes every turn in full)
+@pytest.mark.slow  # ~100 s of CPU, 3.5 min on 2 shared cores (151,680 logits a token; every turn in full)
 def test_gpu_check_script_runs_its_cpu_tiny_mode_and_prints_one_json_line(tmp_path):
     """slurm/gpu_check.sh (the device check) is the same code on CPU with a small model: one JSON line."""
     import subprocess
@@ -439,7 +432,8 @@ def test_gpu_check_script_runs_its_cpu_tiny_mode_and_prints_one_json_line(tmp_pa
     assert out.returncode == 0, out.stderr[-2000:]
     line = json.loads(out.stdout.strip().splitlines()[-1])
     assert line["ok"] and line["steps"] == 2 and line["episodes_per_step"] == 2 and line["device"] == "cpu"
-    assert line["rollout_tokens_per_s"] > 0 and len(line["step_s"]) == 2 and line["rollout_model_tokens"] > 0
+    assert line["rollout_tokens_per_s"] > 0 and len(line["step_s"]) == 2 and line["generated_tokens"] > 0
+    assert line["undecodable_ids"] == 0 and line["suppressed_ids"] > 0  # the real Qwen2.5 tokenizer's ids
 
 
 class AnswerOnlyPolicy:

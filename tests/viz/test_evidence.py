@@ -9,8 +9,10 @@ import polars as pl
 import pytest
 
 from star_lib.experiments.results import SCHEMA, load_results
-from star_lib.viz import findings
-from star_lib.viz.findings import FINAL, MAX_FORMAT_ERRORS, MAX_TRUNCATED, Arm, Comparison, evidence_gate
+from star_lib.viz import findings, stats, verdicts
+from star_lib.viz.labels import FINAL
+from star_lib.viz.stats import MAX_FORMAT_ERRORS, MAX_TRUNCATED, Arm, evidence_gate
+from star_lib.viz.verdicts import Comparison
 
 
 def runs(*arms: tuple[dict[str, Any], dict[str, float]], finding: str = "noise") -> pl.DataFrame:
@@ -121,7 +123,7 @@ def test_evidence_mixed_verdict_does_not_count_gated_comparisons():
         "x > y", FINAL, "higher", "p", our_diff=0.0, arms=(Arm("x", 0.0, se=0.0), Arm("y", 0.0, se=0.0))
     )
     finding = findings.env_noise(frame, "tiny")
-    sentence = findings.verdict([*finding.comparisons, gated], have_runs=True)
+    sentence = verdicts.verdict([*finding.comparisons, gated], have_runs=True)
     assert sentence.startswith("Agrees: our runs agree with the paper on 1 of 1 comparison; 1 more show no")
     assert "x > y: no evidence, final pass 0 % in every arm" in sentence
 
@@ -205,7 +207,7 @@ def test_evidence_health_from_real_runs_matches_their_metrics(noise_runs):
         mine = frame.filter(pl.col("tool_failure_rate") == row["tool_failure_rate"])
         metric = dict(mine.select("metric", "value").iter_rows())
         for column in (*findings.TERMINATION_COLUMNS, *findings.TRANSPORT_COLUMNS, "tool calls"):
-            assert row[column] == pytest.approx(metric[findings.HEALTH_METRICS[column]]), column
+            assert row[column] == pytest.approx(metric[stats.HEALTH_METRICS[column]]), column
         assert sum(row[c] for c in findings.TERMINATION_COLUMNS) == pytest.approx(1.0)
     assert finding.checks.height >= 10 and finding.checks.columns[0] == "check"
 

@@ -9,7 +9,7 @@ import pytest
 from star_lib.agent import ExpertPolicy, RolloutConfig, run_episodes
 from star_lib.synth import synthesize
 from star_lib.synth.config import SynthConfig
-from star_lib.train.rl import RolloutLog
+from star_lib.train.rollouts import RolloutLog
 from star_lib.travel.evaluate import evaluate_plan
 from star_lib.travel.faults import FaultConfig, FaultInjector
 from star_lib.travel.tools import ToolRegistry

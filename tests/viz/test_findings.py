@@ -6,8 +6,9 @@ import polars as pl
 import pytest
 
 from star_lib.experiments.results import SCHEMA, load_results
-from star_lib.viz import findings
-from star_lib.viz.findings import FINAL, Comparison, verdict
+from star_lib.viz import findings, labels, stats, verdicts
+from star_lib.viz.labels import FINAL
+from star_lib.viz.verdicts import Comparison, verdict
 
 
 def results(*rows: dict[str, Any]) -> pl.DataFrame:
@@ -91,7 +92,7 @@ def test_findings_seeds_are_averaged():
         {"finding": "reward", "reward": "sum", "value": 0.2, "seed": 0},
         {"finding": "reward", "reward": "sum", "value": 0.4, "seed": 1},
     )
-    agg = findings.aggregate(rows, ["model", "reward"])
+    agg = stats.aggregate(rows, ["model", "reward"])
     assert agg["value"].item() == pytest.approx(0.3) and agg["n"].item() == 2
     assert agg["sd"].item() == pytest.approx(0.1414, abs=1e-3)
 
@@ -147,7 +148,7 @@ def test_findings_algorithm_tiny_l_is_checked_against_7b_and_tiny_against_1p5b()
     ],
 )
 def test_paper_stand_in_maps_a_tiny_size_to_the_paper_size_of_its_rank(model, reported, expected):
-    assert findings.paper_stand_in(model, reported) == expected
+    assert verdicts.paper_stand_in(model, reported) == expected
 
 
 def test_findings_data_maps_paper_sizes_to_the_tiny_grid():
@@ -294,8 +295,8 @@ def test_findings_comparison_similar_uses_the_stable_tolerance():
 
 
 def test_findings_curve_and_token_metrics_follow_the_trainers_names():
-    assert findings.is_curve_metric("train/loss") and findings.is_curve_metric("env/final_pass")
-    assert not findings.is_curve_metric("summary/loss") and not findings.is_curve_metric("train/grad_norm")
+    assert labels.is_curve_metric("train/loss") and labels.is_curve_metric("env/final_pass")
+    assert not labels.is_curve_metric("summary/loss") and not labels.is_curve_metric("train/grad_norm")
     rows = results(
         {"finding": "algorithm", "algorithm": "grpo", "metric": "sft/final/train/num_tokens", "value": 10.0},
         {"finding": "algorithm", "algorithm": "grpo", "metric": "rl/final/train/num_tokens", "value": 99.0},
@@ -309,8 +310,8 @@ def test_findings_curve_and_token_metrics_follow_the_trainers_names():
 
 
 def test_findings_tiny_scale_keeps_the_tiny_study_sizes_and_ranks_them_against_the_paper():
-    assert findings.scale_models("tiny") == ("tiny-s", "tiny", "tiny-l")
-    assert [findings.model_label(m) for m in ("tiny-s", "tiny-l", "qwen2.5-7b")] == ["tiny-s", "tiny-l", "7B"]
+    assert labels.scale_models("tiny") == ("tiny-s", "tiny", "tiny-l")
+    assert [labels.model_label(m) for m in ("tiny-s", "tiny-l", "qwen2.5-7b")] == ["tiny-s", "tiny-l", "7B"]
     rows = results(
         {"finding": "scale", "model": "tiny-s", "value": 0.10},
         {"finding": "scale", "model": "tiny-l", "value": 0.40},
@@ -454,12 +455,12 @@ def test_findings_render_cleanly_before_the_study_has_run(tmp_path):
 def test_findings_noise_shows_each_arm_noisy_and_clean_when_the_runs_scored_both():
     rows = results(
         {"finding": "noise", "tool_failure_rate": 0.0, "value": 0.5},
-        {"finding": "noise", "tool_failure_rate": 0.0, "metric": findings.CLEAN_FINAL, "value": 0.5},
+        {"finding": "noise", "tool_failure_rate": 0.0, "metric": labels.CLEAN_FINAL, "value": 0.5},
         {"finding": "noise", "tool_failure_rate": 0.1, "value": 0.2, "run": "r9"},
         {
             "finding": "noise",
             "tool_failure_rate": 0.1,
-            "metric": findings.CLEAN_FINAL,
+            "metric": labels.CLEAN_FINAL,
             "value": 0.45,
             "run": "r9",
         },

@@ -15,9 +15,22 @@ import numpy as np
 import polars as pl
 import pytest
 
-from star_lib.experiments.results import load_study
+from star_lib.experiments.results import SCHEMA, load_study
 from star_lib.viz import findings
-from star_lib.viz.findings import INTERVAL_Z, Arm, Outcomes, contrast_interval, contrast_se
+from star_lib.viz.stats import (
+    INTERVAL_Z,
+    Arm,
+    Outcomes,
+    aggregate,
+    arm_stats,
+    contrast_interval,
+    contrast_se,
+    outcomes_of,
+    rate_intervals,
+    seeds_for,
+    seeds_table,
+)
+from star_lib.viz.verdicts import Comparison
 
 N_QUERIES = 200
 
@@ -61,10 +74,10 @@ def publish(
 
 
 def shown(folder: Path, finding: str) -> pl.DataFrame:
-    return findings.with_study(pl.DataFrame(schema=findings.SCHEMA), finding, "tiny", study_dir=folder).frame
+    return findings.with_study(pl.DataFrame(schema=SCHEMA), finding, "tiny", study_dir=folder).frame
 
 
-def quadrature(comparison: findings.Comparison) -> float:
+def quadrature(comparison: Comparison) -> float:
     return math.sqrt(sum((a.interval or 0.0) ** 2 for a in comparison.arms))
 
 
@@ -99,13 +112,13 @@ def test_more_seeds_shrink_only_the_seeds_share_of_an_interval():
     assert wide[0] > wide[1] > wide[2]
     floor = INTERVAL_Z * math.sqrt(0.4 * 0.6 / N_QUERIES)
     assert INTERVAL_Z * contrast_se([agree], [1.0], seeds=48) == pytest.approx(floor, rel=0.1)
-    needed = findings.seeds_for(spread, 0.09, most=40)
-    assert needed is not None and needed > findings.seeds_for(agree, 0.09, most=40) == 1
+    needed = seeds_for(spread, 0.09, most=40)
+    assert needed is not None and needed > seeds_for(agree, 0.09, most=40) == 1
     assert INTERVAL_Z * contrast_se([spread], [1.0], seeds=needed) <= 0.09
     assert INTERVAL_Z * contrast_se([spread], [1.0], seeds=needed - 1) > 0.09
-    assert findings.seeds_for(spread, floor / 2) is None  # narrower than the queries allow
+    assert seeds_for(spread, floor / 2) is None  # narrower than the queries allow
     with pytest.raises(ValueError, match="half_width"):
-        findings.seeds_for(spread, 0.0)
+        seeds_for(spread, 0.0)
 
 
 def test_seeds_table_names_the_seeds_each_arm_needs(tmp_path):
@@ -113,12 +126,12 @@ def test_seeds_table_names_the_seeds_each_arm_needs(tmp_path):
         tmp_path, "reward", [{"reward": "curriculum", "rate": 0.45}, {"reward": "sum", "rate": 0.40}]
     )
     rows = findings.ours(shown(folder, "reward"), "reward", "tiny")
-    stats = findings.arm_stats(rows, ["reward"])
-    table = findings.seeds_table(stats, ["reward"], half_width=0.07)
+    stats = arm_stats(rows, ["reward"])
+    table = seeds_table(stats, ["reward"], half_width=0.07)
     assert table.columns == ["reward", "runs", "final_pass", "± (95 %)", "seeds needed"]
-    arms = findings._outcomes_of(stats)
-    assert table["seeds needed"].to_list() == [findings.seeds_for(a, 0.07) for a in arms] == [1, 2]
-    assert findings.seeds_table(stats, ["reward"], half_width=0.01)["seeds needed"].null_count() == 2
+    arms = outcomes_of(stats)
+    assert table["seeds needed"].to_list() == [seeds_for(a, 0.07) for a in arms] == [1, 2]
+    assert seeds_table(stats, ["reward"], half_width=0.01)["seeds needed"].null_count() == 2
 
 
 def test_paired_bootstrap_of_a_shared_query_difference_is_much_narrower_than_quadrature(tmp_path):
@@ -198,7 +211,7 @@ def test_interactions_estimate_main_effects_and_interactions_with_paired_interva
     ]
     cells = {
         (r["model"], r["reward"], float(r["tool_failure_rate"])): r["value"]
-        for r in findings.aggregate(
+        for r in aggregate(
             findings.ours(shown(folder, "interactions"), "interactions", "tiny"),
             ["model", "reward", "tool_failure_rate"],
         ).iter_rows(named=True)
@@ -215,7 +228,7 @@ def test_interactions_estimate_main_effects_and_interactions_with_paired_interva
     assert verdicts["model (tiny-s→tiny-l)"] == verdicts["tool_failure_rate (0.0→0.1)"] == "effect"
     widths = [r["± 95 %"] for r in effects.values()]
     assert all(0 < w < 0.03 for w in widths)  # paired over 200 shared queries × 3 seeds per cell
-    stats = findings.arm_stats(
+    stats = arm_stats(
         findings.ours(shown(folder, "interactions"), "interactions", "tiny"),
         ["model", "reward", "tool_failure_rate"],
     )
@@ -236,7 +249,7 @@ def test_interactions_without_per_query_lists_use_the_cells_ses_in_quadrature(tm
     folder = publish(tmp_path, "interactions", arms, lists=False)
     rows = findings.ours(shown(folder, "interactions"), "interactions", "tiny")
     finding = findings.interactions(rows, "tiny")
-    stats = findings.arm_stats(rows, ["model", "reward", "tool_failure_rate"])
+    stats = arm_stats(rows, ["model", "reward", "tool_failure_rate"])
     expected = INTERVAL_Z * math.sqrt(sum((se / 4) ** 2 for se in stats["se"].to_list()))
     assert finding.tables["effects"]["± 95 %"].to_list() == pytest.approx([expected] * 7)
 
@@ -268,14 +281,11 @@ def test_each_cell_reports_its_rates_with_bootstrap_intervals(tmp_path):
     rows = findings.ours(shown(folder, "interactions"), "interactions", "tiny")
     rates = findings.interactions(rows, "tiny").tables["rates"]
     assert rates.height == 16 and rates["rate"].unique(maintain_order=True).to_list() == ["final_pass", "sum"]
-    stats = findings.arm_stats(rows, ["model", "reward", "tool_failure_rate"])
+    stats = arm_stats(rows, ["model", "reward", "tool_failure_rate"])
     final = rates.filter(pl.col("rate") == "final_pass").sort("model", "reward", "tool_failure_rate")
     assert final["value"].to_list() == pytest.approx(
         stats.sort("model", "reward", "tool_failure_rate")["final_pass"].to_list()
     )
     sums = rates.filter(pl.col("rate") == "sum")
     assert sums["± 95 %"].to_list() == pytest.approx((0.75 * final["± 95 %"]).to_list(), rel=1e-9)  # affine
-    assert (
-        findings.rate_intervals(rows.filter(~pl.col("metric").str.starts_with("query/")), ["model"]).height
-        == 0
-    )
+    assert rate_intervals(rows.filter(~pl.col("metric").str.starts_with("query/")), ["model"]).height == 0
