@@ -156,9 +156,6 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 def run_sft_command(args: argparse.Namespace) -> int:
     """Run ``star sft``: train, then print a table and a JSON summary line."""
-    from rich.console import Console
-    from rich.table import Table
-
     from star_lib.io import check_output_dir
     from star_lib.train.sft import run_sft
 
@@ -177,14 +174,7 @@ def run_sft_command(args: argparse.Namespace) -> int:
         "warmup_steps": result.warmup.steps if result.warmup else 0,
         "warmup_final_loss": round(result.warmup.final_loss, 4) if result.warmup else None,
     }
-    table = Table(title=f"star sft → {Path(args.out)}")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for key, value in summary.items():
-        table.add_row(key, str(value))
-    Console(stderr=True).print(table)
-    print(json.dumps(summary))
-    return 0
+    return _show_summary(f"star sft → {Path(args.out)}", summary)
 
 
 _RL_FLAGS = {"data": "--data", "output_dir": "--out", "model_path": "--model"}
@@ -279,9 +269,6 @@ def load_rl_config(args: argparse.Namespace) -> Any:
 
 def run_rl_command(args: argparse.Namespace) -> int:
     """Run ``star rl``: GRPO / DAPO / ARPO from a YAML config, then print a table and a JSON summary line."""
-    from rich.console import Console
-    from rich.table import Table
-
     from star_lib.train.rl import run_rl
 
     cfg = load_rl_config(args)
@@ -296,7 +283,15 @@ def run_rl_command(args: argparse.Namespace) -> int:
         "metrics": str(result.metrics_path),
         "rollouts": str(result.rollouts_path),
     }
-    table = Table(title=f"star rl → {result.output_dir}")
+    return _show_summary(f"star rl → {result.output_dir}", summary)
+
+
+def _show_summary(title: str, summary: dict[str, Any]) -> int:
+    """Print a run's summary as a table on stderr and as one JSON line on stdout; return exit code 0."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in summary.items():
