@@ -19,8 +19,9 @@ unfinished episode) or a missing report earns 0 whatever the plan. Wrapped with 
 functions follow TRL's reward contract ``(completions, **columns) -> list[float]``.
 
 **Completeness gate** (strict reports only): a plan whose strict report fails ``is_not_absent`` (Complete
-Information: wrong number of days, wrong visiting-city count, a required field missing, or more than half
-of the fields empty) earns 0 under every reward — SUCCESS, MACRO, SUM, CURRICULUM and the milestone
+Information: wrong number of days, wrong visiting-city count, a required field missing or naming nothing in
+the database — a placeholder such as ``"TBD, City"``, strict rule ``named_fields`` — or more than half of
+the fields empty) earns 0 under every reward — SUCCESS, MACRO, SUM, CURRICULUM and the milestone
 reward. Without it, five commonsense checks pass vacuously on an empty plan, so an all-``"-"`` plan, a
 1-day plan for a 3-day trip or a ``current_city`` of injected text scored 0.125 under SUM. Reports of
 ``official`` mode are scored as the formulas say (no gate), so official numbers stay faithful; see

@@ -17,8 +17,9 @@ How each mode reads a raw payload (:meth:`Evaluator.evaluate_payload`, what ``st
   the raising check and every later one. Regular plans use the fast checks; others
   :mod:`star_lib.travel.official`.
 * ``strict`` (the reward's evaluator) parses with :func:`~star_lib.travel.plan.parse_plan_keys`: the payload
-  must decode to day objects with only the official keys (surrounding whitespace stripped), string texts and
-  ``days`` numbered 1, 2, …; anything else is a format error and the plan is undelivered (an unknown or
+  must decode to day objects with only the official keys, each once (a text naming a key twice is refused,
+  where ``json.loads`` keeps the last value), surrounding whitespace stripped, string texts and ``days``
+  numbered 1, 2, …; anything else is a format error and the plan is undelivered (an unknown or
   misspelt key could carry text past the checks). A day that *lacks* keys is delivered: the lacking texts
   read as ``'-'``, ``is_not_absent`` fails naming the day and keys, and the hard checks are skipped. Extra
   days fail ``is_not_absent`` (rule ``extra_days``). Where the official code raises, strict fails the check
@@ -173,8 +174,9 @@ class Evaluator:
         """All 13 verdicts for one plan; never raises on a bad plan.
 
         Hard checks run only when ``is_not_absent`` and ``is_valid_information_in_sandbox`` pass (official
-        rule); a ``None``/empty plan is undelivered. In ``official`` mode a plan the official evaluator
-        raises on gets :func:`unscorable_report` (use :meth:`evaluate_verdict` to also get the error).
+        rule; strict also asks ``is_reasonable_visiting_city``, rule ``hard_needs_route``); a ``None``/empty
+        plan is undelivered. In ``official`` mode a plan the official evaluator raises on gets
+        :func:`unscorable_report` (use :meth:`evaluate_verdict` to also get the error).
         """
         return self.evaluate_verdict(query, plan).report
 
@@ -189,13 +191,20 @@ class Evaluator:
                 done[key] = check(ctx)
             commonsense = dict(done)
             hard = None
-            if commonsense["is_not_absent"].passed and commonsense["is_valid_information_in_sandbox"].passed:
+            if self._runs_hard(commonsense):
                 hard = {key: check(ctx) for key, check in HARD_CHECKS.items()}
         except OfficialError as exc:
             return PlanVerdict(unscorable_report(query, self.mode, exc, done), str(exc), scorable=False)
         except Exception as exc:  # noqa: BLE001 - errors are data: a bad plan must never crash a rollout
             return PlanVerdict(undelivered_report(query, self.mode, f"internal evaluator error: {exc!r}"))
         return PlanVerdict(self._report(query, commonsense, hard))
+
+    def _runs_hard(self, commonsense: dict[str, CheckResult]) -> bool:
+        """Official: the hard checks run when ``is_not_absent`` and the sandbox pass (+ the route, strict)."""
+        needed = ["is_not_absent", "is_valid_information_in_sandbox"]
+        if "hard_needs_route" in self.rules:
+            needed.append("is_reasonable_visiting_city")
+        return all(commonsense[key].passed for key in needed)
 
     def evaluate_payload(self, query: QueryRecord, payload: Any) -> PlanVerdict:
         """Score a raw plan payload (a submission record, a day list, JSON text …) as the mode reads it.

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from star_lib.io import DuplicateKeyError, loads_strict
 from star_lib.types import PLAN_KEYS, DayPlan
 
 MAX_PAYLOAD_CHARS = 200_000
@@ -158,30 +159,54 @@ def plan_to_json(plan: Sequence[DayPlan]) -> str:
 # ───────────────────────────── payload forms ─────────────────────────────
 
 
-def _decode(text: str, what: str) -> Any:
-    """JSON first, then a Python literal; never ``eval``."""
+def _decode(text: str, what: str, unique: bool = False) -> Any:
+    """JSON first, then a Python literal; never ``eval``.
+
+    ``unique``: an object naming a key twice is an error; without it the last value wins, as
+    ``json.loads`` does (the official reading).
+    """
     text = text.strip()
     if not text:
         raise PlanParseError(f"the {what} is an empty string: expected a JSON list of day objects")
     if len(text) > MAX_PAYLOAD_CHARS:
         raise PlanParseError(f"the {what} has {len(text)} characters (limit {MAX_PAYLOAD_CHARS})")
     try:
-        return json.loads(text)
+        return loads_strict(text) if unique else json.loads(text)
+    except DuplicateKeyError as exc:
+        raise PlanParseError(f"the {what} repeats a key ({exc}): give each key of a day once") from None
     except (ValueError, RecursionError):
         pass
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences in model text are not our warnings
-            return ast.literal_eval(text)
+            tree = ast.parse(text, mode="eval")
+            if unique:
+                _refuse_repeated_keys(tree, what)
+            return ast.literal_eval(tree)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
+        if isinstance(exc, PlanParseError):
+            raise
         detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise PlanParseError(f"the {what} is neither JSON nor a Python literal ({detail})") from None
+
+
+def _refuse_repeated_keys(tree: ast.AST, what: str) -> None:
+    """Raise :class:`PlanParseError` when a dict literal in ``tree`` names one constant key twice."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            seen: set[Any] = set()
+            for key in node.keys:
+                if isinstance(key, ast.Constant):
+                    if key.value in seen:
+                        detail = f"repeats the key {key.value!r}: give each key of a day once"
+                        raise PlanParseError(f"the {what} {detail}")
+                    seen.add(key.value)
 
 
 def _day_items(payload: Any) -> list[Any]:
     """Return the raw day items inside any accepted payload form."""
     if isinstance(payload, str):
-        payload = _decode(payload, "plan payload")
+        payload = _decode(payload, "plan payload", unique=True)
     if isinstance(payload, dict):
         if "plan" not in payload:
             keys = sorted(map(str, payload))[:8]
@@ -191,7 +216,7 @@ def _day_items(payload: Any) -> list[Any]:
             )
         inner = payload["plan"]
         if isinstance(inner, str):
-            inner = _decode(inner, "'plan' field")
+            inner = _decode(inner, "'plan' field", unique=True)
         if inner is None:
             return []
         return _drop_padding(_as_list(inner, "'plan' field"))

@@ -369,6 +369,19 @@ def _extra_day(world, gold):
     return query, (*plan, replace(plan[-1], days=len(plan) + 1))
 
 
+def _other_dest_city(world, gold):
+    query, plan = next((q, p) for q, p in gold if q.days == 3)
+    other = next(c for c in world.cities if c not in (query.org, query.dest))
+    return replace(query, dest=other), plan  # the gold plan now visits a city the query does not ask for
+
+
+def _placeholder_meal(world, gold):
+    query, plan = gold[0]
+    stay = next(i for i, d in enumerate(plan) if d.lunch not in ("", "-"))
+    city = plan[stay].lunch.rpartition(",")[2].strip()
+    return query, set_day(plan, stay, lunch=f"TBD, {city}")
+
+
 def _start_elsewhere(world, gold):
     query, plan = flight_plan(gold)
     dest = before_paren(from_to(plan[-1].current_city)[0])
@@ -447,6 +460,8 @@ STRICT_CASES = [
     StrictCase("extra_days", "is_not_absent", _extra_day),
     StrictCase("min_nights_any_match", "is_valid_accommodation", _duplicate_listing),
     StrictCase("cuisine_per_meal", "valid_cuisine", _cuisine_after_org_breakfast, official_passes=False),
+    StrictCase("dest_city", "is_reasonable_visiting_city", _other_dest_city),
+    StrictCase("named_fields", "is_not_absent", _placeholder_meal),
 ]
 
 
@@ -459,7 +474,8 @@ def _verdict(report, key):
 def test_mutations_every_strict_rule_has_a_case() -> None:
     # crash_is_failure: official mode has no verdict there (not scorable); see test_official.py
     covered = {case.rule for case in STRICT_CASES}
-    covered |= {"flight_cost_by_route", "all_listings", "crash_is_failure"}
+    # hard_needs_route skips the hard checks rather than failing one: see test_evaluate_strict_holes.py
+    covered |= {"flight_cost_by_route", "all_listings", "crash_is_failure", "hard_needs_route"}
     assert covered == set(STRICT_RULES)
 
 

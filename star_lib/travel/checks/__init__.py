@@ -5,7 +5,8 @@ parsed once). ``official`` mode reproduces the verdicts of the official evaluato
 (OSU-NLP-Group/TravelPlanner ``evaluation/commonsense_constraint.py`` and ``hard_constraint.py``), quirks
 included. ``strict`` mode is ``official`` plus every rule of :data:`STRICT_RULES`; each place where the modes
 differ tests ``RULE in ctx.rules`` and nowhere else, so that table is the complete list of differences.
-Hard checks run only when ``is_not_absent`` and ``is_valid_information_in_sandbox`` pass; an unrequested
+Hard checks run only when ``is_not_absent`` and ``is_valid_information_in_sandbox`` pass (strict: and
+``is_reasonable_visiting_city``, rule ``hard_needs_route``); an unrequested
 constraint gives ``CheckResult(None)``; items that match no row cost 0.
 
 One module per job, read in this order:

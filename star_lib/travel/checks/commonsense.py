@@ -53,12 +53,16 @@ def check_reasonable_visiting_city(ctx: PlanContext) -> CheckResult:
         return CheckResult(False, "The city sequence is invalid.")
     last = len(cities) - 1
     state_of = ctx.index.state_of
+    dest = ctx.query.dest
+    short_trip = ctx.query.days <= 3 and "dest_city" in ctx.rules
     for position, city in enumerate(cities):
         state = state_of.get(city)
         if state is None:
             return CheckResult(False, f"{city} is not a valid city.")
-        if 0 < position < last and ctx.query.days > 3 and state != ctx.query.dest:
-            return CheckResult(False, f"{city} is not in {ctx.query.dest}.")
+        if 0 < position < last and ctx.query.days > 3 and state != dest:
+            return CheckResult(False, f"{city} is not in {dest}.")
+        if 0 < position < last and short_trip and city != dest and (dest in state_of or state != dest):
+            return CheckResult(False, f"{city} is not {dest}.")
     return PASS
 
 
@@ -270,21 +274,64 @@ def check_not_absent(ctx: PlanContext) -> CheckResult:
         return CheckResult(False, "Invalid City Number")
     total = 0
     for day in ctx.days:
-        raw = day.raw
+        raw, has = day.raw, _present(ctx, day)
         city, number = raw.current_city, day.index + 1
-        if ("from " in city or "to " in city) and not filled(raw.transportation):
+        if not has["current_city"] and "named_fields" in ctx.rules:
+            return CheckResult(False, f"The current city of day {number} names no city of the database.")
+        if ("from " in city or "to " in city) and not has["transportation"]:
             return CheckResult(False, f"No transportation in day {number} is not allowed.")
-        if "from " not in city and " to " not in city and not filled(raw.attraction):
+        if "from " not in city and " to " not in city and not has["attraction"]:
             return CheckResult(False, f"No attaction in day {number} is not allowed.")
-        if day.index != query.days - 1 and not filled(raw.accommodation):
+        if day.index != query.days - 1 and not has["accommodation"]:
             return CheckResult(False, f"No accommodation in day {number} is not allowed.")
-        if "from " not in city and not all(filled(getattr(raw, slot)) for slot in MEALS):
+        if "from " not in city and not all(has[slot] for slot in MEALS):
             return CheckResult(False, f"No meal in day {number} is not allowed.")
-        total += (raw.days != 0) + filled(city) + filled(raw.transportation) + filled(raw.breakfast)
-        total += filled(raw.attraction) + filled(raw.lunch) + filled(raw.dinner) + filled(raw.accommodation)
+        total += (raw.days != 0) + sum(has.values())
     if total / max(1, 6 * query.days) < 0.5:
         return CheckResult(False, "The absent information is more than 50%.")
     return PASS
+
+
+def _present(ctx: PlanContext, day: Day) -> dict[str, bool]:
+    """Which text fields of a day count as filled: not ``''``/``'-'`` (``named_fields``: and in the DB)."""
+    raw = day.raw
+    has = {key: filled(getattr(raw, key)) for key in _TEXT_FIELDS}
+    if "named_fields" not in ctx.rules:
+        return has
+    named = day.memo.get("named")
+    if named is None:
+        named = day.memo["named"] = _named(ctx, day)
+    return {key: has[key] and named[key] for key in _TEXT_FIELDS}
+
+
+_TEXT_FIELDS = ("current_city", "transportation", *MEALS, "attraction", "accommodation")
+
+
+def _named(ctx: PlanContext, day: Day) -> dict[str, bool]:
+    """Whether each text field of a day names something in the database (rule ``named_fields``)."""
+    match = ctx.index.match
+    named = {slot: bool(match("restaurant", split)) for slot, _text, split in day.meals}
+    return {
+        **dict.fromkeys(MEALS, False),
+        **named,
+        "current_city": day.cities is not None and all(c in ctx.index.state_of for c in day.cities),
+        "transportation": filled(day.transport) and _names_transport(ctx, day),
+        "attraction": any(match("attraction", split) for _text, split in day.attractions),
+        "accommodation": bool(match("accommodation", day.hotel)),
+    }
+
+
+def _names_transport(ctx: PlanContext, day: Day) -> bool:
+    """Whether a day's transportation names a flight on its route, or a drive/taxi route with a cost."""
+    kind = leg_kind(ctx, day)
+    if kind is None or day.leg is None:
+        return False
+    if kind != "flight":
+        return ctx.index.route_cost(day.leg[0], day.leg[1], kind) is not None
+    code = flight_number(day.transport, ctx.rules)
+    flight = ctx.index.world.flight(code) if code is not None else None
+    route = (before_paren(day.leg[0]), before_paren(day.leg[1]))
+    return flight is not None and (flight.origin, flight.dest) == route
 
 
 COMMONSENSE_CHECKS: dict[str, Check] = {

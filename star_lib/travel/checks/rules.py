@@ -78,6 +78,22 @@ STRICT_RULES: dict[str, str] = {
         "Every accommodation listing of the world is in the sandbox; official loads the table with "
         "pandas dropna(), so listings with any missing field (e.g. no house rules) do not exist."
     ),
+    "dest_city": (
+        "A trip of at most 3 days must visit the query's dest city (or, when dest is a state, cities in it); "
+        "official checks the destination only when days > 3, so a 3-day plan to any other city passes."
+    ),
+    "hard_needs_route": (
+        "The hard checks run only when is_reasonable_visiting_city passes too (the plan goes where the "
+        "query asks, in a closed loop); official runs them whenever is_not_absent and the sandbox pass, so "
+        "a plan to the wrong state earns every hard check (MACRO 0.5, SUM 0.575)."
+    ),
+    "named_fields": (
+        "is_not_absent counts a field as filled only when it names something in the database: every city "
+        "of current_city (which every day needs), a restaurant for a meal, at least one attraction, a "
+        "listing for the accommodation, a flight on that route or a route with a cost for the "
+        "transportation; official counts any text but '' and '-', so placeholders ('N/A', 'TBD, City') "
+        "complete a plan."
+    ),
 }
 """Rule name → what strict mode does and what the official evaluator does instead."""
 
