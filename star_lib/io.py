@@ -4,7 +4,8 @@ Atomic writers: a reader never sees a half-written file, even when the writer is
 
 Every writer writes a temporary file in the destination's folder, flushes and fsyncs it, then renames it
 over the destination with :func:`os.replace` (atomic on POSIX within one file system). A killed writer leaves
-at most a stray ``.*.tmp`` file, which :func:`clean_stale_temps` removes.
+at most a stray ``.<name>.<pid>.*.tmp`` file: the next write of the same file removes it (its writer is gone),
+and :func:`clean_stale_temps` removes every one under a folder.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -30,6 +33,8 @@ if TYPE_CHECKING:
     import polars as pl
 
 TMP_SUFFIX = ".tmp"
+_HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname().split(".")[0])
+"""This machine, in a temporary file's name: a writer on another machine (a shared folder) is never reaped."""
 
 
 @contextmanager
@@ -49,7 +54,9 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=TMP_SUFFIX, dir=dest.parent)
+    _remove_orphan_temps(dest)
+    prefix = f".{dest.name}.{os.getpid()}@{_HOST}."
+    fd, tmp_name = tempfile.mkstemp(prefix=prefix, suffix=TMP_SUFFIX, dir=dest.parent)
     os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600: give the file the mode open() would have
     os.close(fd)
     tmp = Path(tmp_name)
@@ -59,9 +66,37 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
             os.fsync(handle.fileno())
         os.replace(tmp, dest)
         _fsync_dir(dest.parent)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise _naming_output(exc, dest, tmp) from exc
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _remove_orphan_temps(dest: Path) -> None:
+    """Remove the temporary files of ``dest`` (``.<name>.<pid>@<host>.<random>.tmp``) whose writer is gone.
+
+    A writer killed between creating its temporary file and renaming it leaves the file behind; the next
+    write of the same destination clears it. A file of a live writer, or of another machine's, is kept.
+    """
+    head = f".{dest.name}."
+    pattern = re.compile(rf"{re.escape(head)}(\d+)@{_HOST}\.[A-Za-z0-9_]+{re.escape(TMP_SUFFIX)}")
+    for stale in dest.parent.glob(f"{glob.escape(head)}*{TMP_SUFFIX}"):
+        found = pattern.fullmatch(stale.name)
+        if found and not _process_alive(int(found.group(1))) and stale.is_file() and not stale.is_symlink():
+            stale.unlink(missing_ok=True)
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this machine (one we may not signal counts as existing)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        pass
+    return True
 
 
 def _umask() -> int:
@@ -120,21 +155,92 @@ def write_parquet_atomic(path: str | os.PathLike[str], frame: pl.DataFrame) -> P
     return Path(path)
 
 
+YAML_MAX_BYTES = 1 << 20
+"""Largest YAML file :func:`read_yaml` loads (a config is a few kB; a 10 MB file takes minutes to parse)."""
+YAML_MAX_NODES = 100_000
+"""Most values a YAML document may expand to, each alias counted at its full size ("billion laughs")."""
+
+
 def read_yaml(path: str | os.PathLike[str]) -> Any:
-    """Load a YAML file with ``yaml.safe_load``.
+    """Load a YAML file safely (no tags executed), bounded in size and expansion.
 
     Raises:
         FileNotFoundError: when the file does not exist.
-        ValueError: when it is not valid YAML (the message names the file).
+        ValueError: naming the file (and line) when it is not valid YAML, is over :data:`YAML_MAX_BYTES`,
+            expands (through aliases) to more than :data:`YAML_MAX_NODES` values, holds an alias inside
+            itself, or has a mapping key that is repeated or not a string.
 
     """
-    text = read_text(path, "YAML")
+    file = Path(path)
+    if file.is_file() and file.stat().st_size > YAML_MAX_BYTES:
+        size = file.stat().st_size
+        raise ValueError(f"{file}: {size:,} bytes is too large for a YAML config (at most 1 MiB)")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(read_text(file, "YAML"))
     try:
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_yaml_node(node, file)
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML: {exc}") from exc
+        raise ValueError(f"{file}: not valid YAML: {' '.join(str(exc).split())}") from exc
     except RecursionError:
-        raise ValueError(f"{path}: YAML nested too deeply to load") from None
+        raise ValueError(f"{file}: YAML nested too deeply to load") from None
+    finally:
+        loader.dispose()
+
+
+_YAML_KEY_TAGS = frozenset({"tag:yaml.org,2002:str", "tag:yaml.org,2002:merge"})
+
+
+def _check_yaml_node(root: yaml.Node, file: Path) -> None:
+    """Refuse a composed YAML document that is recursive, too large once expanded, or has bad keys."""
+    sizes: dict[int, int] = {}  # id(node) -> values it expands to
+    open_nodes: set[int] = set()  # the nodes on the path from the root: an alias back to one is a loop
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        children = _yaml_children(node)
+        if children_done:
+            open_nodes.discard(id(node))
+            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
+            if sizes[id(node)] > YAML_MAX_NODES:
+                line = node.start_mark.line + 1
+                raise ValueError(f"{file}:{line}: expands (aliases counted) to over {YAML_MAX_NODES:,} nodes")
+            continue
+        if id(node) in sizes:
+            continue
+        if id(node) in open_nodes:
+            line = node.start_mark.line + 1
+            raise ValueError(f"{file}:{line}: an alias refers to a node holding it (a recursive anchor)")
+        open_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            _check_yaml_keys(node, file)
+        stack.append((node, True))
+        stack.extend((child, False) for child in children)
+
+
+def _yaml_children(node: yaml.Node) -> list[yaml.Node]:
+    """Return the keys and values of a mapping node, the items of a sequence node, none for a scalar."""
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+
+
+def _check_yaml_keys(node: yaml.MappingNode, file: Path) -> None:
+    """Refuse a mapping whose keys are not plain strings or appear twice (YAML would keep the last)."""
+    seen: dict[str, int] = {}
+    for key, _ in node.value:
+        line = key.start_mark.line + 1
+        if not isinstance(key, yaml.ScalarNode) or key.tag not in _YAML_KEY_TAGS:
+            shown = key.value if isinstance(key, yaml.ScalarNode) else "a list or mapping"
+            raise ValueError(f"{file}:{line}: key {shown!r} is not a name; quote it or rename it")
+        if key.tag.endswith(":merge"):
+            continue
+        if key.value in seen:
+            first = seen[key.value]
+            raise ValueError(f"{file}:{line}: key {key.value!r} appears twice (first on line {first})")
+        seen[key.value] = line
 
 
 def write_jsonl_atomic(path: str | os.PathLike[str], rows: Iterable[Any]) -> Path:
@@ -349,7 +455,7 @@ def check_output_file(path: str | os.PathLike[str], option: str = "--out") -> Pa
         OutputError: naming ``option`` and the path.
 
     """
-    target = Path(path)
+    target = _refuse_symlink_loop(Path(path), option)
     if target.is_dir():
         raise OutputError(f"{option} {target} is a folder; give a file path")
     if target.exists() and not target.is_file():
@@ -366,13 +472,27 @@ def check_output_dir(path: str | os.PathLike[str], option: str = "--out") -> Pat
             is not writable.
 
     """
-    target = Path(path)
+    target = _refuse_symlink_loop(Path(path), option)
     if target.exists() and not target.is_dir():
         raise OutputError(f"{option} {target} is a file; give a folder")
     _refuse_enclosing(target, option)
     _check_parent(target.parent, option, target)
     if target.is_dir() and not os.access(target, os.W_OK | os.X_OK):
         raise OutputError(f"{option} {target}: folder is not writable")
+    return target
+
+
+def _refuse_symlink_loop(target: Path, option: str) -> Path:
+    """Return ``target`` unless it is, or lies under, a symbolic link that leads back to itself."""
+    try:
+        os.stat(target)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutputError(
+                f"{option} {target} is a symbolic link loop (or lies under one); give a real path"
+            ) from None
+    except ValueError:  # a NUL byte: the checks after this one say what is wrong
+        pass
     return target
 
 
@@ -568,11 +688,24 @@ def atomic_dir(path: str | os.PathLike[str], replaces: Iterable[str] = ()) -> It
                 os.rename(tmp, dest)
                 shutil.rmtree(old, ignore_errors=True)
             _fsync_dir(dest.parent)
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise _naming_output(exc, dest, tmp) from exc
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         finally:
             _OPEN_TEMPS.discard(key)
+
+
+def _naming_output(exc: OSError, dest: Path, tmp: Path) -> OSError:
+    """Return ``exc`` naming ``dest`` where it names no file (disk full) or only the temporary one."""
+    named = str(exc.filename) if exc.filename is not None else ""
+    found = re.search(r"\(os error (\d+)\)", str(exc))  # polars: a plain OSError with the code in its text
+    code = exc.errno if exc.errno is not None else (int(found.group(1)) if found else None)
+    if code is None or (named and not named.startswith(str(tmp))):
+        return exc
+    return type(exc)(code, exc.strerror or os.strerror(code), str(dest))
 
 
 _OPEN_TEMPS: set[str] = set()

@@ -6,10 +6,11 @@ importing file, its line and what it imported.
 
 Layers, lowest first (a module may import its own layer and the ones below)::
 
-    types, io  <  travel  <  rewards, synth  <  agent  <  train, qa  <  experiments  <  viz  <  cli
+    types, io, paths  <  travel  <  rewards, synth  <  agent  <  train, qa  <  experiments  <  viz  <  cli
 
-Beside the packages, the package root holds only ``types``, ``io`` and ``rewards``; the orchestration of
-``star demo`` and ``star report`` lives with the command line that runs it (``star_lib/cli/``).
+Beside the packages, the package root holds only ``types``, ``io``, ``paths`` and ``rewards``; the
+orchestration of ``star demo`` and ``star report`` lives with the command line that runs it
+(``star_lib/cli/``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "star_lib"
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("types", "io"),
+    ("types", "io", "paths"),
     ("travel",),
     ("rewards", "synth"),
     ("agent",),

@@ -98,6 +98,25 @@ def _finite(text: str) -> float:
     return value
 
 
+def positive_float(text: str) -> float:
+    """Argparse type: a finite number > 0 (a learning rate, epochs, seconds; ``inf`` is refused here)."""
+    value = _finite(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
+
+
+def cores(text: str) -> int:
+    """Argparse type: a process count from 1 to this machine's cores (``--workers 48`` on 2 is refused)."""
+    value = positive_int(text)
+    available = os.cpu_count() or 1
+    if value > available:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: this machine has {available} core(s); use at most {available}"
+        )
+    return value
+
+
 def non_negative_float(text: str) -> float:
     """Argparse type: a finite number >= 0 (a temperature)."""
     value = _finite(text)
@@ -154,6 +173,27 @@ def check_device(name: str | None, option: str = "--device") -> str:
     if name == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
         raise ValueError(f"{option} mps: no Apple MPS device on this machine; use {option} cpu")
     return name
+
+
+def check_model(name: str, option: str = "--model", *, preset: str | None = None) -> str:
+    """Return where the weights of ``name`` come from (a local folder or hub id), before any work.
+
+    ``name`` is a checkpoint folder, preset or hub id; with ``preset`` it is a folder overriding that
+    preset's weights. Touches no network.
+
+    Raises:
+        FileNotFoundError: naming ``option`` when the folder does not exist or holds no ``config.json``.
+        ValueError: naming ``option`` when ``name`` is neither a preset, a folder nor a hub id.
+
+    """
+    from star_lib.train.models import resolve_model_source
+
+    try:
+        return resolve_model_source(preset, name) if preset is not None else resolve_model_source(name)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"{option} {name}: {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"{option} {name}: {exc}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:

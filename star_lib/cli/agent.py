@@ -177,9 +177,12 @@ def run_teacher(args: argparse.Namespace) -> int:
     from star_lib.agent.expert import ExpertPolicy
     from star_lib.agent.teacher import TEACHER_FILES, build_sft_dataset
     from star_lib.io import atomic_dir, check_output_dir, lock_output
+    from star_lib.paths import refuse_overlap
     from star_lib.synth import load_world
 
     out = check_output_dir(args.out)  # before any work: a bad --out must not cost the whole run
+    inputs = {"--queries": args.queries, "--world": args.world, "--tokenizer": args.tokenizer}
+    refuse_overlap(inputs, {"--out": out})
     if not (args.teacher == "expert" or (args.teacher.startswith("openai:") and len(args.teacher) > 7)):
         raise ValueError(f"--teacher must be 'expert' or 'openai:<model>', got {args.teacher!r}")
     with lock_output(out):
@@ -280,10 +283,12 @@ def _register_rollout(sub: Any) -> None:
 def run_rollout(args: argparse.Namespace) -> int:
     """Run the episodes, write the parquet and print a summary; return the exit code."""
     from star_lib.io import check_output_file, lock_output
+    from star_lib.paths import refuse_overlap
 
     if args.samples < 1 or args.chunk_size < 1:
         raise ValueError("--samples and --chunk-size must be >= 1")
     out = check_output_file(args.out)  # before any work: a bad --out must not cost the whole run
+    refuse_overlap({"--queries": args.queries, "--world": args.world, "--model": args.model}, {"--out": out})
     with lock_output(out):
         return _rollout(args, out)
 
@@ -484,8 +489,8 @@ def run_serve(args: argparse.Namespace) -> int:
     """
     from star_lib.agent.policies import TransformersPolicy
     from star_lib.agent.serve import ChatServer, check_listen_address
-    from star_lib.cli import check_device
-    from star_lib.train.models import load_model_and_tokenizer, resolve_model_source
+    from star_lib.cli import check_device, check_model
+    from star_lib.train.models import load_model_and_tokenizer
 
     key = None
     if args.api_key_env:
@@ -493,12 +498,7 @@ def run_serve(args: argparse.Namespace) -> int:
         if not key:
             raise ValueError(f"environment variable {args.api_key_env} is empty: export the key to require")
     check_listen_address(args.host, args.port, host_option="--host", port_option="--port")
-    try:
-        resolve_model_source(args.model)
-    except FileNotFoundError as exc:
-        raise FileNotFoundError(f"--model {args.model}: {exc}") from None
-    except ValueError as exc:
-        raise ValueError(f"--model {args.model}: {exc}") from None
+    check_model(args.model)
     model, tokenizer = load_model_and_tokenizer(args.model, device=check_device(args.device))
     server = ChatServer(
         TransformersPolicy(model.eval(), tokenizer, batch_size=1),

@@ -76,9 +76,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _demo(args: argparse.Namespace) -> int:
     from star_lib.io import check_output_dir
+    from star_lib.paths import refuse_overlap
 
     check_output_dir(args.runs, "--runs")
     check_output_dir(args.reports, "--reports")
+    refuse_overlap({"--runs": args.runs}, {"--reports": args.reports})  # the reports read the runs
 
     cfg = DemoConfig(
         runs_dir=args.runs,
@@ -199,7 +201,23 @@ def demo_grid(cfg: DemoConfig) -> Any:
 
 
 def main_steps(stages: Sequence[str] | None) -> tuple[str, ...]:
-    """Parse a ``--stages`` value (comma list) or return the defaults."""
+    """Parse a ``--stages`` value (comma list) or return the defaults.
+
+    Raises:
+        ValueError: naming ``--stages`` for an unknown stage, or stages out of pipeline order (refused
+            before the demo starts, not when its grid step reaches them).
+
+    """
+    from star_lib.experiments.config import STAGE_NAMES
+
     if not stages:
         return DEFAULT_STAGES
-    return tuple(s.strip() for s in stages if s.strip())
+    chosen = tuple(s.strip() for s in stages if s.strip())
+    unknown = [s for s in chosen if s not in STAGE_NAMES]
+    if unknown:
+        raise ValueError(
+            f"--stages: {', '.join(unknown)} is not a stage; choose from {','.join(STAGE_NAMES)}"
+        )
+    if len(set(chosen)) != len(chosen) or list(chosen) != sorted(chosen, key=STAGE_NAMES.index):
+        raise ValueError(f"--stages: give each stage once, in pipeline order {','.join(STAGE_NAMES)}")
+    return chosen

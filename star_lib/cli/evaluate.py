@@ -178,6 +178,23 @@ def submission_rows(queries: list[QueryRecord], raw_plans: list[Any]) -> list[di
     return rows
 
 
+def refuse_unwritable_plans(raw_plans: list[Any], path: Path) -> None:
+    r"""Refuse plans that cannot be written as UTF-8 (a lone surrogate, e.g. a JSON ``\ud800``), by record.
+
+    Raises:
+        ValueError: naming the plans file's record, before ``star eval`` writes any output.
+
+    """
+    for number, raw in enumerate(raw_plans, start=1):
+        try:
+            json.dumps(raw, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"{path} record {number} holds text that is not valid Unicode ({exc.reason}: "
+                f"{exc.object[exc.start : exc.end]!r}), so --write-submission cannot write it; fix that plan"
+            ) from None
+
+
 _SHORT = {
     "hard_total": "hard n",
     "delivery": "deliv",
@@ -228,6 +245,7 @@ def print_metrics(metrics: dict[str, float], frames: dict[str, Any], title: str)
 def run_eval(args: argparse.Namespace) -> int:
     """Run ``star eval``: check the outputs, load, evaluate, print the tables, write the files."""
     from star_lib.io import check_output_file, read_queries, write_jsonl_atomic
+    from star_lib.paths import refuse_overlap
     from star_lib.travel.metrics import compute_metrics, metrics_frame
     from star_lib.travel.world import World
 
@@ -235,12 +253,13 @@ def run_eval(args: argparse.Namespace) -> int:
     for option, path in outputs.items():
         if path is not None:
             check_output_file(path, option)
-    if args.per_plan is not None and args.per_plan == args.write_submission:
-        raise ValueError("--per-plan and --write-submission name the same file; give two paths")
+    refuse_overlap({"--queries": args.queries, "--plans": args.plans, "--db": args.db}, outputs)
     queries = read_queries(args.queries)
     if not queries:
         raise ValueError(f"{args.queries} holds no queries")
     raw_plans = pair_plans(queries, read_plans(args.plans), args.plans, args.queries)
+    if args.write_submission is not None:
+        refuse_unwritable_plans(raw_plans, args.plans)
     world = World.from_csv_dir(args.db)
     reports, errors, scorable = evaluate_records(queries, raw_plans, world, args.mode)
     metrics = compute_metrics(queries, reports)

@@ -119,14 +119,21 @@ def missing_finding_note(grid, spec: str) -> str | None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from star_lib.experiments.config import FOLDER_NAME, NAME_RULE, config_path
     from star_lib.experiments.evalpool import use_eval_processes
     from star_lib.experiments.runner import run_experiment
     from star_lib.experiments.stages import load_config
+    from star_lib.paths import refuse_overlap
 
+    if not FOLDER_NAME.fullmatch(args.grid):  # a path (../x) would put the run outside --runs
+        raise ValueError(f"--grid {args.grid!r} is not a grid name (a folder under --runs); {NAME_RULE}")
     config = load_config(args.config)
     if args.eval_processes is not None:
         use_eval_processes(args.eval_processes)
     run_dir = Path(args.runs) / args.grid / config.name
+    published = Path(args.publish) / args.grid / config.name if args.publish else None
+    outputs = {"--runs (the run folder)": run_dir, "--cache": args.cache, "--publish": published}
+    refuse_overlap({"CONFIG": config_path(args.config)}, outputs)
     result = run_experiment(config, run_dir, cache=args.cache, force=args.force, grid=args.grid)
     reused = sum(1 for s in result.stages if s["reused"])
     print(
@@ -144,12 +151,22 @@ def _run_grid(args: argparse.Namespace) -> int:
     from star_lib.experiments.runner import grid_dir, run_grid_local
 
     grid = _load_grid(args)
+    _refuse_grid_overlap(args, grid)
     with GridProgress(grid_dir(args.runs, grid), f"star run-grid {grid.name}"):
         results = run_grid_local(grid, args.runs, cache=args.cache)
     for result in results:
         line = f"{result.status:8s} {result.name}"
         print(line + (f"  {result.error}" if result.error else ""))
     return 0 if all(r.status != "failed" for r in results) else 1
+
+
+def _refuse_grid_overlap(args: argparse.Namespace, grid, inputs: dict[str, str] | None = None) -> None:
+    """Refuse a grid folder or ``--cache`` that is, holds or lies inside the GRID file (or another input)."""
+    from star_lib.experiments.runner import grid_dir
+    from star_lib.paths import refuse_overlap
+
+    outputs = {"--runs (the grid folder)": grid_dir(args.runs, grid), "--cache": args.cache}
+    refuse_overlap({"GRID": args.grid, **(inputs or {})}, outputs)
 
 
 class GridProgress:
@@ -235,6 +252,7 @@ def _submit(args: argparse.Namespace) -> int:
 
     profile = load_profile(args.cluster)  # a bad profile is refused before anything is written or submitted
     grid = _load_grid(args)
+    _refuse_grid_overlap(args, grid, {"--cluster": args.cluster})
     jobs = submit_grid(grid, profile, args.runs, cache=args.cache)
     print(f"{grid.name}: {len(jobs)} of {len(grid)} runs submitted ({profile.describe()})")
     for job in jobs:

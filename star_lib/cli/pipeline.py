@@ -44,6 +44,7 @@ def register(subparsers: Any) -> None:
 
 def run_pipeline_command(args: argparse.Namespace) -> int:
     """Run the learning-signal config, print the report and the JSON summary line."""
+    from star_lib.experiments.config import config_path
     from star_lib.experiments.runner import run_experiment
     from star_lib.experiments.signal import (
         GRID,
@@ -53,13 +54,16 @@ def run_pipeline_command(args: argparse.Namespace) -> int:
         signal_run_dir,
     )
     from star_lib.experiments.stages import load_config
+    from star_lib.paths import refuse_overlap
 
     config = load_config(args.config)
     if args.quick:
         config = quick_config(config).replace(name=f"{config.name}-quick")
     if args.seed is not None:
         config = config.replace(seed=args.seed)
-    result = run_experiment(config, signal_run_dir(args.runs, config), force=args.force, grid=GRID)
+    run_dir = signal_run_dir(args.runs, config)
+    refuse_overlap({"--config": config_path(args.config)}, {"--runs (the run folder)": run_dir})
+    result = run_experiment(config, run_dir, force=args.force, grid=GRID)
     signal = learning_signal(result.run_dir)
     print_learning_signal(signal)
     print(json.dumps(signal.final_json()))

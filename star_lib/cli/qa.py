@@ -91,6 +91,7 @@ def run_qa_eval(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
     )
     from star_lib.io import check_output_file, lock_output
+    from star_lib.paths import refuse_overlap
 
     out = args.out or _default_out(args.model)
     if out.suffix != ".parquet":
@@ -103,25 +104,44 @@ def run_qa_eval(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"{option} {path}: {kind} not found")
     check_output_file(out)  # before any work: a bad --out must not cost the whole evaluation
     check_output_file(summary_path(out), "--out (its summary file)")
+    inputs = {"--data-dir": args.data_dir, "--corpus": args.corpus, "--model": args.model}
+    inputs["--dense-model"] = args.dense_model
+    refuse_overlap(inputs, {"--out": out, "--out (its summary file)": summary_path(out)})
+    _check_runs_here(args)
     with lock_output(out):
         return _run(args, cfg, out)
+
+
+def _check_runs_here(args: argparse.Namespace) -> None:
+    """Refuse, before any output, what cannot run here: a package not installed, a model or device not here.
+
+    Sets ``args.device`` (``--backend transformers``) to the checked device.
+    """
+    import importlib.util
+
+    from star_lib.cli import check_device, check_model
+
+    if args.backend == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise ValueError(
+            "--backend vllm needs vLLM, which is not installed here: pip install 'star-lab[gpu]' on a "
+            "CUDA machine, or use --backend transformers"
+        )
+    if args.model != "baseline" and args.backend != "openai":  # openai: a served name, not a folder
+        check_model(args.model)
+    if args.backend == "transformers" and args.model != "baseline":
+        args.device = check_device(args.device)
+    if args.retriever == "dense" and importlib.util.find_spec("sentence_transformers") is None:
+        raise ValueError(
+            "--retriever dense needs sentence-transformers, which is not installed here: "
+            "pip install sentence-transformers, or use --retriever bm25"
+        )
+    if args.retriever == "dense" and not args.dense_model:
+        raise ValueError("--retriever dense needs --dense-model PATH (a local sentence-transformers model)")
 
 
 def _run(args: argparse.Namespace, cfg: Any, out: Path) -> int:
     from star_lib.qa.evaluate import evaluate_qa, make_policy, summary_path, summary_table
 
-    if args.backend == "vllm":
-        import importlib.util
-
-        if importlib.util.find_spec("vllm") is None:
-            raise ValueError(
-                "--backend vllm needs vLLM, which is not installed here: pip install 'star-lab[gpu]' on a "
-                "CUDA machine, or use --backend transformers"
-            )
-    if args.backend == "transformers" and args.model != "baseline":
-        from star_lib.cli import check_device
-
-        args.device = check_device(args.device)
     policy = make_policy(
         args.model,
         backend=args.backend,

@@ -55,8 +55,12 @@ def _report(args: argparse.Namespace) -> int:
 
     from star_lib.cli.report_pages import ReportConfig, build_reports, describe_failure, failure_table
     from star_lib.io import check_output_dir
+    from star_lib.paths import refuse_overlap
+    from star_lib.viz.params import resolve_path
 
     check_output_dir(args.out)
+    inputs = {"--notebooks": args.notebooks, "--results-dir": resolve_path(args.results_dir)}
+    refuse_overlap(inputs, {"--out": args.out})
     if not Path(args.notebooks).is_dir():
         raise FileNotFoundError(f"--notebooks {args.notebooks}: no such notebook folder")
     cfg = ReportConfig(

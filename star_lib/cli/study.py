@@ -28,6 +28,8 @@ import argparse
 import sys
 from typing import Any
 
+from star_lib.cli import positive_int
+
 
 def register(subparsers: Any) -> None:
     """Add ``star study``."""
@@ -74,14 +76,14 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--jobs",
-        type=int,
+        type=positive_int,
         default=None,
         help="runs at once, each in its own process on its config's `threads` (default: the study's "
         "`jobs`, 1); refused when they would need more threads than cores",
     )
     parser.add_argument(
         "--eval-processes",
-        type=int,
+        type=positive_int,
         default=None,
         help="split each run's greedy evaluation over this many processes of threads/N torch threads "
         "(default: the study's `eval_processes`, 1); the episodes are the same, only faster on few cores",
@@ -133,6 +135,10 @@ def run_study_command(args: argparse.Namespace) -> int:
         return show_dry_run(study, chosen, out, jobs, processes, rerun=args.rerun)
     if args.verify:
         return show_reproductions(verify_study(chosen, args.runs, out), args.runs)
+    from star_lib.paths import refuse_overlap
+
+    outputs = {"--runs": args.runs, "--cache": args.cache, "--out": out, "--reports": args.reports}
+    refuse_overlap({"--study": args.study or STUDY_FILE}, outputs)
     jobs = jobs_here(args, jobs, chosen)
     return run_and_report(args, grids, match, out, jobs, processes)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from star_lib.cli import cores
+
 
 def register(sub: Any) -> None:
     """Add the ``synth`` subcommand."""
@@ -27,7 +29,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
     p.add_argument("--out", default="data/queries", help="output folder (default data/queries)")
-    p.add_argument("--workers", type=int, default=1, help="processes; output is identical for any value")
+    p.add_argument(
+        "--workers",
+        type=cores,
+        default=1,
+        help="processes, at most the cores; output is identical for any value",
+    )
     p.add_argument("--realiser", choices=("template", "llm"), default="template", help="back-translation")
     p.add_argument("--tie-break", choices=("cheapest", "best-rated", "random"), default="cheapest")
     p.add_argument("--no-parquet", action="store_true", help="write JSONL only")
@@ -38,13 +45,14 @@ def register(sub: Any) -> None:
 def run_synth(args: argparse.Namespace) -> int:
     """Synthesise, write the dataset, print a summary table; return the exit code."""
     from star_lib.io import check_output_dir, lock_output
+    from star_lib.paths import refuse_overlap
     from star_lib.synth import SynthConfig, load_world, mixture, synthesize, write_dataset
+    from star_lib.synth.config import MAX_RECORDS
 
+    refuse_overlap({"--world": args.world}, {"--out": args.out})
     n, mix = mixture(args.mixture) if args.mixture else (args.n, args.mix)
-    if n < 1:
-        raise ValueError(f"--n must be >= 1, got {n}")
-    if args.workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    if not 1 <= n <= MAX_RECORDS:
+        raise ValueError(f"--n must be from 1 to {MAX_RECORDS:,} records, got {n:,}")
     cfg = SynthConfig(
         n=n, mix=mix, seed=args.seed, workers=args.workers, realiser=args.realiser, tie_break=args.tie_break
     )

@@ -21,6 +21,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from star_lib.cli import positive_float
+
 SFT_DESCRIPTION = """\
 Supervised fine-tuning on teacher trajectories (the SFT cold start, TRL SFTTrainer).
 
@@ -67,8 +69,8 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--eval-data", default=None, help="held-out SFT JSONL file or folder")
     parser.add_argument("--max-steps", type=int, default=-1, help="optimizer steps (-1: run the epochs)")
-    parser.add_argument("--epochs", type=float, default=None, help="passes over the data")
-    parser.add_argument("--lr", type=float, default=None, help="peak learning rate")
+    parser.add_argument("--epochs", type=positive_float, default=None, help="passes over the data")
+    parser.add_argument("--lr", type=positive_float, default=None, help="peak learning rate")
     parser.add_argument(
         "--batch-size", type=int, default=None, help="conversations per device per micro-batch"
     )
@@ -78,7 +80,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--bf16", action=argparse.BooleanOptionalAction, default=None, help="bf16 mixed precision"
     )
-    parser.add_argument("--time-budget", type=float, default=None, help="stop SFT after this many seconds")
+    parser.add_argument(
+        "--time-budget", type=positive_float, default=None, help="stop SFT after this many seconds"
+    )
     parser.add_argument("--logging-steps", type=int, default=10, help="log every this many steps")
     parser.add_argument("--save-steps", type=int, default=500, help="checkpoint every this many steps")
     parser.add_argument("--seed", type=int, default=0, help="seed")
@@ -87,7 +91,7 @@ def register(subparsers: Any) -> None:
         "--copy-warmup-steps", type=int, default=0, help="copy-task warm-up steps before SFT (0: none)"
     )
     parser.add_argument(
-        "--copy-warmup-time", type=float, default=None, help="copy warm-up time budget (seconds)"
+        "--copy-warmup-time", type=positive_float, default=None, help="copy warm-up time budget (seconds)"
     )
     parser.add_argument("--resume", default=None, help="checkpoint folder to resume from")
     parser.set_defaults(func=run_sft_command)
@@ -157,12 +161,18 @@ def config_from_args(args: argparse.Namespace) -> Any:
 def run_sft_command(args: argparse.Namespace) -> int:
     """Run ``star sft``: train, then print a table and a JSON summary line."""
     from star_lib.io import check_output_dir
+    from star_lib.paths import refuse_overlap
     from star_lib.train.sft import run_sft
 
     check_output_dir(args.out)
+    # --resume is left out: a checkpoint of the run folder itself is what it resumes from
+    inputs = {"--data": args.data, "--model": args.model, "--eval-data": args.eval_data}
+    refuse_overlap(inputs, {"--out": args.out})
     if not Path(args.data).exists():
         raise FileNotFoundError(f"--data {args.data}: no such SFT JSONL file or folder (see star teacher)")
-    result = run_sft(config_from_args(args))
+    config = config_from_args(args)
+    _check_sft_model_and_bf16(args)  # before run_sft writes config.yaml and base/
+    result = run_sft(config)
     summary = {
         "model_dir": str(result.model_dir),
         "steps": result.steps,
@@ -175,6 +185,24 @@ def run_sft_command(args: argparse.Namespace) -> int:
         "warmup_final_loss": round(result.warmup.final_loss, 4) if result.warmup else None,
     }
     return _show_summary(f"star sft → {Path(args.out)}", summary)
+
+
+def _check_sft_model_and_bf16(args: argparse.Namespace) -> None:
+    """Refuse a missing ``--model`` folder, and bf16 (asked or the preset's) on a CPU without native bf16."""
+    from star_lib.cli import check_model
+    from star_lib.train.models import check_bf16, get_preset, has_accelerator
+
+    if args.model is not None:
+        check_model(args.model, preset=args.preset)
+    bf16 = get_preset(args.preset).sft.bf16 if args.bf16 is None else args.bf16
+    try:
+        check_bf16(bf16, on_accelerator=has_accelerator())
+    except ValueError:
+        whose = "" if args.bf16 else f" (the {args.preset} preset's default)"
+        raise ValueError(
+            f"--bf16{whose}: this CPU has no native bf16 (no avx512_bf16/amx_bf16 in /proc/cpuinfo), where "
+            "bf16 runs about 10x slower than fp32; pass --no-bf16"
+        ) from None
 
 
 _RL_FLAGS = {"data": "--data", "output_dir": "--out", "model_path": "--model"}
@@ -233,6 +261,7 @@ def load_rl_config(args: argparse.Namespace) -> Any:
     """
     from star_lib.experiments.coerce import coerce_fields
     from star_lib.io import check_output_dir, read_yaml
+    from star_lib.paths import refuse_overlap
     from star_lib.train.models import resolve_model_source
     from star_lib.train.rl import RLRunConfig
 
@@ -259,6 +288,9 @@ def load_rl_config(args: argparse.Namespace) -> Any:
             message if message.startswith(str(args.config)) else f"{args.config}: {message}"
         ) from None
     check_output_dir(cfg.output_dir, "--out (output_dir)")
+    inputs = {"--config": args.config, "--data (data)": cfg.data, "--model (model_path)": cfg.model_path}
+    inputs.update({"--config world": cfg.world, "--config eval_data": cfg.eval_data})
+    refuse_overlap(inputs, {"--out (output_dir)": cfg.output_dir})
     resolve_model_source(cfg.preset, cfg.model_path)  # a missing model folder before config.yaml is written
     if not Path(cfg.data).exists():
         raise FileNotFoundError(

@@ -50,6 +50,10 @@ DIFFICULTY_PRESETS: dict[str, tuple[int, int, int]] = {
 DEFAULT_DIFFICULTY = "4:3:3"
 """The paper's RL default mixture (spec §7)."""
 _RATIO = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*:\s*(\d+)\s*$")
+FOLDER_NAME = re.compile(r"(?!\.+$)[A-Za-z0-9._=-]+")
+"""A run or grid name: one folder name of letters, digits and ``._=-`` (not ``.`` or ``..``: no way out)."""
+NAME_RULE = "use letters, digits and ._=- only (not only dots)"
+"""What :data:`FOLDER_NAME` allows, for error messages."""
 
 
 class ConfigError(ValueError):
@@ -106,6 +110,12 @@ def _check_rate(key: str, value: Any) -> None:
         raise ConfigError(f"{key}: {value!r} is not allowed; give a probability in [0, 1] (0.05 = 5 %)")
 
 
+MAX_RL_DATA_SIZE = 1_000_000
+"""Most RL prompts a run may synthesise (the paper's largest arm is 2,000; spec §9)."""
+MAX_TOOL_LATENCY_MS = 60_000.0
+"""Longest added tool latency, in milliseconds (a minute a call)."""
+
+
 @dataclass(frozen=True)
 class ExperimentConfig:
     """One experiment: the axes of the study, the stages to run, and the nested per-stage configs."""
@@ -157,8 +167,8 @@ class ExperimentConfig:
     """Nested config of the ``qa-eval`` stage."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not re.fullmatch(r"[A-Za-z0-9._=-]+", self.name):
-            raise ConfigError(f"name: {self.name!r} is not allowed; use letters, digits and ._=- only")
+        if not isinstance(self.name, str) or not FOLDER_NAME.fullmatch(self.name):
+            raise ConfigError(f"name: {self.name!r} is not allowed; {NAME_RULE}")
         _check_choice("model", self.model, MODEL_PRESETS)
         _check_choice("reward", self.reward, REWARD_NAMES)
         _check_choice("algorithm", self.algorithm, ALGORITHMS)
@@ -167,20 +177,26 @@ class ExperimentConfig:
         if (
             isinstance(self.rl_data_size, bool)
             or not isinstance(self.rl_data_size, int)
-            or self.rl_data_size < 1
+            or not 1 <= self.rl_data_size <= MAX_RL_DATA_SIZE
         ):
-            raise ConfigError(f"rl_data_size: {self.rl_data_size!r} is not allowed; give a positive integer")
+            raise ConfigError(
+                f"rl_data_size: {self.rl_data_size!r} is not allowed; "
+                f"give a positive integer up to {MAX_RL_DATA_SIZE:,}"
+            )
         object.__setattr__(self, "difficulty", canonical_difficulty(self.difficulty))
         for key in ("tool_failure_rate", "tool_corruption_rate"):
             _check_rate(key, getattr(self, key))
         if (
             isinstance(self.tool_latency_ms, bool)
             or not isinstance(self.tool_latency_ms, (int, float))
-            or (self.tool_latency_ms < 0)
+            or not 0 <= self.tool_latency_ms <= MAX_TOOL_LATENCY_MS  # NaN fails both comparisons
         ):
-            raise ConfigError(f"tool_latency_ms: {self.tool_latency_ms!r} is not allowed; give a number >= 0")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"seed: {self.seed!r} is not allowed; give an integer >= 0")
+            raise ConfigError(
+                f"tool_latency_ms: {self.tool_latency_ms!r} is not allowed; give a number >= 0, at most "
+                f"{MAX_TOOL_LATENCY_MS:,}"
+            )
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
+            raise ConfigError(f"seed: {self.seed!r} is not allowed; give an integer >= 0 and below 2**32")
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 0:
             raise ConfigError(f"threads: {self.threads!r} is not allowed; give an integer >= 0 (0: per core)")
         self._check_stages()

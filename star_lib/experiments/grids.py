@@ -39,6 +39,8 @@ from typing import Any
 
 from star_lib.experiments.config import (
     AXES,
+    FOLDER_NAME,
+    NAME_RULE,
     STAGE_NAMES,
     ConfigError,
     ExperimentConfig,
@@ -80,8 +82,8 @@ class Grid:
     """The paper finding this grid reproduces (``reward``, ``scale``, …), if any."""
 
     def __post_init__(self) -> None:
-        if not re.fullmatch(r"[A-Za-z0-9._=-]+", self.name):
-            raise ConfigError(f"grid name {self.name!r} is not allowed; use letters, digits and ._=- only")
+        if not FOLDER_NAME.fullmatch(self.name):
+            raise ConfigError(f"grid name {self.name!r} is not allowed; {NAME_RULE}")
         names = [r.name for r in self.runs]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -328,9 +330,12 @@ def _grid_from_file(path: Path, seeds: Iterable[int] | None) -> Grid:
         raise FileNotFoundError(f"grid file {path} not found")
     data = read_yaml(path) or {}
     allowed = ["name", "base", "set", "axes", "seeds", "finding"]
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a grid file is a mapping with the keys {allowed}")
     unknown = sorted(set(data) - set(allowed))
     if unknown:
         raise ConfigError(f"{path}: unknown grid key(s) {unknown}; allowed keys are {allowed}")
+    _check_grid_shapes(path, data)
     finding = data.get("finding")
     findings = [*FINDINGS, "interactions"]
     if finding is not None and finding not in findings:
@@ -349,6 +354,21 @@ def _grid_from_file(path: Path, seeds: Iterable[int] | None) -> Grid:
         )
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+
+
+def _check_grid_shapes(path: Path, data: Mapping[str, Any]) -> None:
+    """Refuse a grid file whose ``axes``, ``set`` or ``seeds`` is not the shape the builder reads."""
+    shapes = {"axes": (dict, "axes: {reward: [sum, macro]}"), "set": (dict, "set: {rl.max_steps: 40}"),
+              "seeds": (list, "seeds: [0, 1, 2]")}
+    for key, (kind, example) in shapes.items():
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            raise ConfigError(f"{path}: {key}: {data[key]!r} is not allowed; write it as e.g. {example}")
+    for axis, values in (data.get("axes") or {}).items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(
+                f"{path}: axes: {axis}: {values!r} is not allowed; give a non-empty list of values, "
+                f"e.g. {axis}: [{values!r}]"
+            )
 
 
 def _grid_base(path: Path, base: Any, depth: int = 0) -> dict[str, Any]:

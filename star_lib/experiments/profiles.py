@@ -257,6 +257,8 @@ def load_profile(path: str | os.PathLike[str]) -> ClusterProfile:
             f"{path}: the cluster profile {what}; set {list(REQUIRED_KEYS)} (see slurm/local.yaml)"
         )
     data = {"name": path.stem, **data}
+    if isinstance(data.get("accelerate_config"), str):
+        data["accelerate_config"] = _beside_profile(data["accelerate_config"], path)
     try:
         profile = ClusterProfile.from_dict(data)
     except (ConfigError, TypeError) as exc:
@@ -267,6 +269,21 @@ def load_profile(path: str | os.PathLike[str]) -> ClusterProfile:
             f"{path}: the cluster profile lacks required key(s) {missing} (see slurm/local.yaml)"
         )
     return profile
+
+
+def _beside_profile(name: str, profile: Path) -> str:
+    """Return a profile's relative file ``name`` as given if it exists here, else as found above the profile.
+
+    Profiles name files from the project root (``slurm/accelerate/ddp.yaml``); run from elsewhere, the first
+    folder above the profile that holds ``name`` is the root. A name found nowhere is returned unchanged
+    (the command that opens it names it).
+    """
+    if Path(name).is_absolute() or Path(name).exists():
+        return name
+    for folder in profile.resolve().parents:
+        if (folder / name).is_file():
+            return str(folder / name)
+    return name
 
 
 def shell_join(command: list[str]) -> str:

@@ -68,6 +68,10 @@ def level_counts(n: int, mix: str) -> dict[str, int]:
     return dict(zip(LEVELS, counts, strict=True))
 
 
+MAX_RECORDS = 1_000_000
+"""Most records one synthesis makes (1000x the paper's RL set; a mistyped ``n`` would run for days)."""
+
+
 @dataclass
 class SynthConfig:
     """Everything that decides which tasks ``star synth`` makes (STAR stage 1)."""
@@ -125,8 +129,8 @@ class SynthConfig:
 
     def __post_init__(self) -> None:
         """Check every field; errors say which value to change."""
-        if self.n < 1:
-            raise ValueError(f"n={self.n}: ask for at least one record")
+        if not 1 <= self.n <= MAX_RECORDS:
+            raise ValueError(f"n={self.n}: ask for at least one record and at most {MAX_RECORDS:,}")
         parse_mix(self.mix)
         if len(self.splits) != 3 or any(s < 0 for s in self.splits) or abs(sum(self.splits) - 1.0) > 1e-6:
             raise ValueError(

@@ -35,12 +35,14 @@ Run folder (``output_dir``): ``config.yaml``, ``checkpoints/``, ``model/``, ``me
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from star_lib.io import read_yaml
 from star_lib.rewards import REWARD_NAMES  # the rewards a run trains on (spec §8's four, then MILESTONE)
 from star_lib.train.algorithms import algorithm_for
 from star_lib.train.batching import BatchLayout, batch_layout, env_world_size
@@ -234,8 +236,12 @@ class RLRunConfig:
             raise ValueError("rollouts_per_step must be >= 0")
         if self.time_budget_s is not None and not self.time_budget_s > 0:
             raise ValueError("time_budget_s must be > 0 or None")
-        if self.learning_rate is not None and not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if self.learning_rate is not None and not 0 < self.learning_rate < math.inf:
+            raise ValueError(f"learning_rate must be a finite number > 0, got {self.learning_rate}")
+        if self.temperature is not None and not 0 <= self.temperature < math.inf:  # refused here, not mid-run
+            raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         algorithm = algorithm_for(self.algorithm)  # refuses an unknown name
         if self.protocol not in ("react", "compact"):
             raise ValueError(f"protocol must be 'react' or 'compact', got {self.protocol!r}")
@@ -388,12 +394,10 @@ class RLRunConfig:
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> RLRunConfig:
         """Read a YAML file holding the fields (at top level or under ``rl:``); ``overrides`` win."""
-        import yaml
-
         file = Path(path)
         if not file.is_file():
             raise FileNotFoundError(f"RL config {file} does not exist")
-        data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        data = read_yaml(file) or {}
         data = data.get("rl", data)
         if not isinstance(data, dict):
             raise ValueError(f"{file}: expected a mapping of RLRunConfig fields")

@@ -109,9 +109,10 @@ def rl_files(tmp_path) -> dict[str, Path]:
 
 def _rl_yaml(tmp_path: Path, files: dict[str, Path], text: str) -> Path:
     path = tmp_path / "rl.yaml"
-    path.write_text(
-        f"rl:\n  data: {files['data']}\n  output_dir: {files['out']}\n  model_path: {files['model']}\n" + text
-    )
+    base = {"data": files["data"], "output_dir": files["out"], "model_path": files["model"]}
+    given = {line.split(":")[0].strip() for line in text.splitlines()}  # a key twice is refused: text wins
+    lines = "".join(f"  {key}: {value}\n" for key, value in base.items() if key not in given)
+    path.write_text("rl:\n" + lines + text)
     return path
 
 

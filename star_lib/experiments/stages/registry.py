@@ -205,13 +205,15 @@ class Registry:
     def validate(self, experiment: ExperimentConfig) -> None:
         """Check every nested stage section of ``experiment`` whose stage is registered.
 
+        A section is checked whether or not its stage is in ``stages:``: a typo in the settings of a stage
+        the config does not run yet would otherwise pass until the day it runs.
+
         Raises:
             ConfigError: naming the section key that is unknown or has a value the stage refuses.
 
         """
-        for name in experiment.stages:
-            stage = self.stages.get(name)
-            if stage is not None:
+        for name, stage in self.stages.items():
+            if name in experiment.stages or experiment.section(name):
                 stage.resolve_config(experiment)
 
     def check(self, experiment: ExperimentConfig) -> dict[str, Any]:
