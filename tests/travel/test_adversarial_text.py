@@ -18,8 +18,6 @@ import pytest
 
 from star_lib.travel.checks import from_to
 from star_lib.travel.evaluate import Evaluator
-from star_lib.travel.world import World
-from star_lib.types import QueryRecord
 
 SIZE = 100_000
 RATIO = 100.0
@@ -42,13 +40,8 @@ FIELDS = ("current_city", "transportation", "breakfast", "attraction", "accommod
 
 
 @pytest.fixture(scope="module")
-def setup(real_db_dir, tp_dir):
-    import ast
-
-    world = World.from_csv_dir(real_db_dir)
-    record = json.loads((tp_dir / "train.jsonl").read_text().splitlines()[0])
-    days = [d for d in ast.literal_eval(record["annotated_plan"])[1] if d]
-    return world, QueryRecord.from_dict(record), days
+def setup(first_gold):
+    return first_gold
 
 
 def _per_char(evaluators, query, payload: str, repeats: int) -> float:

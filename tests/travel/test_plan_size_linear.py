@@ -10,9 +10,7 @@ is ~100× slower per item at 100 k than at 1 k).
 
 from __future__ import annotations
 
-import ast
 import copy
-import json
 import multiprocessing
 import statistics
 import time
@@ -20,7 +18,6 @@ import time
 import pytest
 
 from star_lib.travel.evaluate import Evaluator
-from star_lib.travel.world import World
 from star_lib.types import QueryRecord
 
 SIZES = (1_000, 10_000)
@@ -30,11 +27,8 @@ RATIO = 10.0
 
 
 @pytest.fixture(scope="module")
-def setup(real_db_dir, tp_dir):
-    world = World.from_csv_dir(real_db_dir)
-    record = json.loads((tp_dir / "train.jsonl").read_text().splitlines()[0])
-    days = [d for d in ast.literal_eval(record["annotated_plan"])[1] if d]
-    return world, QueryRecord.from_dict(record), days
+def setup(first_gold):
+    return first_gold
 
 
 def _plans(days: list[dict], n: int) -> dict[str, list[dict]]:
