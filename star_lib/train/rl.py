@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from star_lib.agent.policies import SamplingParams
 from star_lib.io import read_yaml
 from star_lib.rewards import REWARD_NAMES  # the rewards a run trains on (spec §8's four, then MILESTONE)
 from star_lib.train.algorithms import algorithm_for
@@ -238,10 +239,8 @@ class RLRunConfig:
             raise ValueError("time_budget_s must be > 0 or None")
         if self.learning_rate is not None and not 0 < self.learning_rate < math.inf:
             raise ValueError(f"learning_rate must be a finite number > 0, got {self.learning_rate}")
-        if self.temperature is not None and not 0 <= self.temperature < math.inf:  # refused here, not mid-run
-            raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        # the rollouts' sampling rules, checked here rather than when the first rollout starts
+        SamplingParams(temperature=0.0 if self.temperature is None else self.temperature, top_p=self.top_p)
         algorithm = algorithm_for(self.algorithm)  # refuses an unknown name
         if self.protocol not in ("react", "compact"):
             raise ValueError(f"protocol must be 'react' or 'compact', got {self.protocol!r}")
