@@ -208,16 +208,14 @@ def main_steps(stages: Sequence[str] | None) -> tuple[str, ...]:
             before the demo starts, not when its grid step reaches them).
 
     """
-    from star_lib.experiments.config import STAGE_NAMES
+    from star_lib.experiments.config import ConfigError, check_stages
 
     if not stages:
         return DEFAULT_STAGES
-    chosen = tuple(s.strip() for s in stages if s.strip())
-    unknown = [s for s in chosen if s not in STAGE_NAMES]
-    if unknown:
-        raise ValueError(
-            f"--stages: {', '.join(unknown)} is not a stage; choose from {','.join(STAGE_NAMES)}"
-        )
-    if len(set(chosen)) != len(chosen) or list(chosen) != sorted(chosen, key=STAGE_NAMES.index):
-        raise ValueError(f"--stages: give each stage once, in pipeline order {','.join(STAGE_NAMES)}")
-    return chosen
+    chosen = [s.strip() for s in stages if s.strip()]
+    if not chosen:
+        return ()  # DemoConfig says a demo needs a stage
+    try:
+        return check_stages(chosen)
+    except ConfigError as exc:  # "stages: 'bogus' is not allowed; …" → "--stages: 'bogus' …"
+        raise ValueError(f"--{exc}") from None

@@ -116,6 +116,27 @@ MAX_TOOL_LATENCY_MS = 60_000.0
 """Longest added tool latency, in milliseconds (a minute a call)."""
 
 
+def check_stages(stages: Any) -> tuple[str, ...]:
+    """Return ``stages`` as a tuple after checking it is a non-empty subsequence of :data:`STAGE_NAMES`.
+
+    Raises:
+        ConfigError: ``stages: …`` naming the stage that is unknown, repeated or out of pipeline order.
+
+    """
+    chosen = tuple(stages) if isinstance(stages, (list, tuple)) else None
+    if not chosen:
+        raise ConfigError(
+            f"stages: {stages!r} is not allowed; give a non-empty list from {list(STAGE_NAMES)}"
+        )
+    for stage in chosen:
+        _check_choice("stages", stage, STAGE_NAMES)
+    if len(set(chosen)) != len(chosen) or list(chosen) != sorted(chosen, key=STAGE_NAMES.index):
+        raise ConfigError(
+            f"stages: {list(chosen)} must be listed once each, in pipeline order {list(STAGE_NAMES)}"
+        )
+    return chosen
+
+
 @dataclass(frozen=True)
 class ExperimentConfig:
     """One experiment: the axes of the study, the stages to run, and the nested per-stage configs."""
@@ -223,18 +244,7 @@ class ExperimentConfig:
         object.__setattr__(self, "curriculum_boundaries", (float(bounds[0]), float(bounds[1])))
 
     def _check_stages(self) -> None:
-        stages = tuple(self.stages) if isinstance(self.stages, (list, tuple)) else None
-        if not stages:
-            raise ConfigError(
-                f"stages: {self.stages!r} is not allowed; give a non-empty list from {list(STAGE_NAMES)}"
-            )
-        for stage in stages:
-            _check_choice("stages", stage, STAGE_NAMES)
-        if len(set(stages)) != len(stages) or list(stages) != sorted(stages, key=STAGE_NAMES.index):
-            raise ConfigError(
-                f"stages: {list(stages)} must be listed once each, in pipeline order {list(STAGE_NAMES)}"
-            )
-        object.__setattr__(self, "stages", stages)
+        object.__setattr__(self, "stages", check_stages(self.stages))
 
     # ───────────────────────────── views ─────────────────────────────
 
