@@ -4,8 +4,8 @@ Atomic writers: a reader never sees a half-written file, even when the writer is
 
 Every writer writes a temporary file in the destination's folder, flushes and fsyncs it, then renames it
 over the destination with :func:`os.replace` (atomic on POSIX within one file system). A killed writer leaves
-at most a stray ``.<name>.<pid>.*.tmp`` file: the next write of the same file removes it (its writer is gone),
-and :func:`clean_stale_temps` removes every one under a folder.
+at most a stray ``.<name>.<pid>@<host>.*.tmp`` file: the next write of the same file removes it (its writer is
+gone), and :func:`clean_stale_temps` removes every one under a folder.
 """
 
 from __future__ import annotations
@@ -172,8 +172,8 @@ def read_yaml(path: str | os.PathLike[str]) -> Any:
 
     """
     file = Path(path)
-    if file.is_file() and file.stat().st_size > YAML_MAX_BYTES:
-        size = file.stat().st_size
+    size = file.stat().st_size if file.is_file() else 0
+    if size > YAML_MAX_BYTES:
         raise ValueError(f"{file}: {size:,} bytes is too large for a YAML config (at most 1 MiB)")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(read_text(file, "YAML"))
     try:
@@ -200,10 +200,9 @@ def _check_yaml_node(root: yaml.Node, file: Path) -> None:
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
         node, children_done = stack.pop()
-        children = _yaml_children(node)
         if children_done:
             open_nodes.discard(id(node))
-            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
+            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in _yaml_children(node))
             if sizes[id(node)] > YAML_MAX_NODES:
                 line = node.start_mark.line + 1
                 raise ValueError(f"{file}:{line}: expands (aliases counted) to over {YAML_MAX_NODES:,} nodes")
@@ -217,7 +216,7 @@ def _check_yaml_node(root: yaml.Node, file: Path) -> None:
         if isinstance(node, yaml.MappingNode):
             _check_yaml_keys(node, file)
         stack.append((node, True))
-        stack.extend((child, False) for child in children)
+        stack.extend((child, False) for child in _yaml_children(node))
 
 
 def _yaml_children(node: yaml.Node) -> list[yaml.Node]:
