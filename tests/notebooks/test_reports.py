@@ -91,7 +91,7 @@ def test_reports_failure_names_the_notebook_and_cell(tmp_path, capsys):
             "--out",
             str(tmp_path / "out"),
             "--results-dir",
-            str(tmp_path),
+            str(_empty_runs(tmp_path)),
             "--no-progress",
         ]
     )
@@ -133,12 +133,20 @@ def test_reports_only_runs_the_selected_notebooks(tmp_path):
     assert not (tmp_path / "out" / "02_b.ipynb").exists()
 
 
+def _empty_runs(tmp_path):
+    """A runs folder with no runs, beside (not around) the reports: star report refuses --out inside it."""
+    runs = tmp_path / "runs"
+    runs.mkdir(exist_ok=True)
+    return runs
+
+
 def test_reports_without_notebooks_publish_pages_that_link_nothing_missing(tmp_path):
     notebooks = tmp_path / "nb"
     notebooks.mkdir()
     _notebook(notebooks / "01_a.ipynb", "print('page body')")
     out = tmp_path / "out"
-    args = ["report", "--notebooks", str(notebooks), "--out", str(out), "--results-dir", str(tmp_path)]
+    runs = _empty_runs(tmp_path)
+    args = ["report", "--notebooks", str(notebooks), "--out", str(out), "--results-dir", str(runs)]
     assert main([*args, "--no-progress", "--no-notebooks"]) == 0
     assert (out / "01_a.html").is_file() and "page body" in (out / "01_a.html").read_text()
     assert not (out / "01_a.ipynb").exists()
