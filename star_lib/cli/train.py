@@ -188,12 +188,25 @@ def run_sft_command(args: argparse.Namespace) -> int:
 
 
 def _check_sft_model_and_bf16(args: argparse.Namespace) -> None:
-    """Refuse a missing ``--model`` folder, and bf16 (asked or the preset's) on a CPU without native bf16."""
+    """Refuse a missing ``--model``, an unloadable hub preset, and bf16 on a CPU without native bf16."""
     from star_lib.cli import check_model
-    from star_lib.train.models import check_bf16, get_preset, has_accelerator
+    from star_lib.train.models import (
+        check_bf16,
+        check_hub_model,
+        get_preset,
+        has_accelerator,
+        resolve_model_source,
+    )
 
     if args.model is not None:
         check_model(args.model, preset=args.preset)
+    elif get_preset(args.preset).hub_id is not None:
+        source = resolve_model_source(args.preset)
+        if not Path(source).is_dir():
+            try:
+                check_hub_model(source)
+            except FileNotFoundError as exc:
+                raise FileNotFoundError(f"--preset {args.preset}: {exc}") from None
     bf16 = get_preset(args.preset).sft.bf16 if args.bf16 is None else args.bf16
     try:
         check_bf16(bf16, on_accelerator=has_accelerator())

@@ -216,8 +216,13 @@ def _run_stage(
         if input_name in inputs
     }
     config_dict = stage.config_dict(stage_config)
-    key = store.key(name, stage.version, config_dict, hashes)
-    info = {"config": config_dict, "inputs": hashes, "version": stage.version, "threads": config.threads}
+    key = store.key(name, stage.cache_version, config_dict, hashes)
+    info = {
+        "config": config_dict,
+        "inputs": hashes,
+        "version": stage.cache_version,
+        "threads": config.threads,
+    }
     if on_start is not None:
         on_start(name)
     if _global_rank() != 0:  # node > 0 of a multi-node job: join distributed stages, wait for the rest

@@ -414,6 +414,34 @@ def resolve_model_source(preset_or_path: str | Path | ModelPreset, path: str | P
     return text
 
 
+def check_hub_model(hub_id: str) -> None:
+    """Make sure the hub model ``hub_id`` can be loaded: cached here, or fetchable now (its config.json).
+
+    Called by commands before they write anything, so a machine without the hub learns it in one line
+    instead of after the run folder exists.
+
+    Raises:
+        FileNotFoundError: naming ``hub_id``, the reason, and how to point at a local copy instead.
+
+    """
+    import logging
+
+    from huggingface_hub import hf_hub_download
+
+    hub_log = logging.getLogger("huggingface_hub")
+    level, hub_log.level = hub_log.level, logging.ERROR  # its retry warnings would be a second line
+    try:
+        hf_hub_download(hub_id, "config.json")
+    except Exception as exc:  # offline, unknown repo, gated, proxy: every reason reads the same to the user
+        raise FileNotFoundError(
+            f"{hub_id} is neither in the local Hugging Face cache nor fetchable now ({type(exc).__name__}); "
+            f"pass --model <checkpoint folder>, or set ${MODELS_DIR_ENV} to a folder holding "
+            f"{hub_id.split('/')[-1]}/"
+        ) from None
+    finally:
+        hub_log.setLevel(level)
+
+
 def _check_folder(folder: Path, what: str) -> str:
     if not folder.exists():
         raise FileNotFoundError(

@@ -114,6 +114,20 @@ def test_sft_refuses_a_missing_model_folder_before_writing_config(
     assert not out.exists()
 
 
+def test_sft_refuses_a_hub_preset_this_machine_cannot_load_before_writing_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], sft_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf-home"))  # nothing cached
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # and no hub: as on a cluster node without internet
+    monkeypatch.delenv("STAR_MODELS_DIR", raising=False)
+    out = tmp_path / "run"
+    assert main(_sft(sft_data, out, "--preset", "qwen2.5-1.5b", "--no-bf16")) == 2
+    _refused(
+        capsys, "sft", "--preset qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B-Instruct", "STAR_MODELS_DIR", "--model"
+    )
+    assert not out.exists()
+
+
 def test_sft_refuses_bf16_on_a_cpu_without_it_before_writing_the_base_model(
     tmp_path: Path, sft_data: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

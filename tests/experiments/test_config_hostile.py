@@ -154,6 +154,7 @@ def test_run_grid_refuses_axes_of_the_wrong_shape(
         ("rl: {temperature: -3}\n", ["rl: temperature", "-3"]),
         ("rl: {temperature: .nan}\n", ["rl: temperature"]),
         ("rl: {learning_rate: .inf}\n", ["rl: learning_rate"]),
+        ("eval: {temperature: .inf}\n", ["eval: temperature", "inf"]),
         ("sft: {bogus_key: 3}\n", ["sft: unknown key", "bogus_key"]),
         ("rl: {tempreature: 0.7}\n", ["rl: unknown key", "tempreature"]),
     ],

@@ -97,6 +97,20 @@ def test_runner_changed_axis_reruns_only_the_stages_that_read_it(tmp_path):
     }["teacher"]
 
 
+def test_runner_rebuilds_the_stages_that_score_plans_when_the_checks_change(tmp_path, monkeypatch):
+    from star_lib.experiments.stages import registry as stage_registry
+
+    cache = tmp_path / "cache"
+    run_experiment(ExperimentConfig.from_dict({**BASE, "name": "a"}), tmp_path / "g" / "a", cache=cache)
+    monkeypatch.setattr(stage_registry, "VERDICTS_VERSION", stage_registry.VERDICTS_VERSION + 1)
+    second = run_experiment(
+        ExperimentConfig.from_dict({**BASE, "name": "b"}), tmp_path / "g" / "b", cache=cache
+    )
+    reused = {s["stage"]: s["reused"] for s in second.stages}
+    # synth verifies its reference plans, the teacher keeps passing episodes, eval scores: all rebuilt
+    assert reused == {"world": True, "synth": False, "teacher": False, "eval": False}
+
+
 def test_runner_failed_stage_is_recorded_and_reported(tmp_path):
     config = ExperimentConfig.from_dict(
         {**BASE, "name": "broken", "world": {"source": "csv", "csv_dir": str(tmp_path / "no-such-db")}}

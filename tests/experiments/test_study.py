@@ -775,3 +775,21 @@ def test_an_ood_turn_limit_the_expert_cannot_finish_in_names_the_ood_setting(ood
     config = toy(name="short-ood", eval={**TOY["eval"], "ood": {"max_turns": 6, "max_context_tokens": 4096}})
     with pytest.raises(ConfigError, match=r"on the OOD split, eval.ood.max_turns is 6 but the compact"):
         run_experiment(config, ood_run / "g" / "short-ood", cache=ood_run / "_stages")
+
+
+@pytest.mark.parametrize(
+    "values, said",
+    [
+        ({"grid_budget_minutes": float("nan")}, "grid_budget_minutes: give a positive number"),
+        ({"grid_budget_minutes": float("inf")}, "grid_budget_minutes: give a positive number"),
+        ({"seeds": [2**40]}, "seeds: give a non-empty list of integers from 0 to 2\\*\\*32 - 1"),
+        ({"seeds": [True]}, "seeds: give a non-empty list"),
+    ],
+)
+def test_unbounded_study_values_are_refused_naming_the_key(toy_study, values, said):
+    from star_lib.experiments.study import StudyError, read_study
+
+    path = toy_study / "study.yaml"
+    path.write_text(yaml.safe_dump({"grids": ["rewards"], **values}))
+    with pytest.raises(StudyError, match=f"study.yaml: {said}"):
+        read_study(path)

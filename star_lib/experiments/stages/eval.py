@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from star_lib.agent.policies import SamplingParams
 from star_lib.experiments.config import ConfigError
 from star_lib.experiments.stages.common import protocol_fields, rollout_config_type
 from star_lib.experiments.stages.evaluation import eval_workers, evaluate_models
@@ -98,8 +99,7 @@ class EvalStageConfig:
             raise ValueError(f"models: {list(self.models)} must be distinct names from {list(EVAL_MODELS)}")
         if self.policy not in POLICY_BACKENDS:
             raise ValueError(f"policy {self.policy!r} is not allowed; choose one of {list(POLICY_BACKENDS)}")
-        if not self.temperature >= 0:
-            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        SamplingParams(temperature=self.temperature)  # the rollouts' own rule: finite, >= 0
 
 
 def _stage_fields() -> dict[str, Any]:
@@ -168,4 +168,5 @@ STAGE = Stage(
     inputs=_eval_inputs,
     run_config=RunConfigSpec(rollout_config_type, _stage_fields),
     uses_gpu=True,
+    scores_plans=True,
 )

@@ -28,6 +28,7 @@ from typing import Any
 
 from star_lib.experiments.coerce import coerce_fields
 from star_lib.experiments.config import AXES, STAGE_NAMES, ConfigError, ExperimentConfig
+from star_lib.travel.checks import VERDICTS_VERSION
 
 StageFn = Callable[[Any, Mapping[str, Path], Path], "dict[str, Any] | None"]
 """``run(config, inputs, out_dir)``."""
@@ -95,6 +96,9 @@ class Stage:
     ``config_type``'s own fields)."""
     version: str = "1"
     """Bumped when the stage's code changes its outputs (part of the content key)."""
+    scores_plans: bool = False
+    """Its outputs depend on the evaluator's verdicts (rewards, scores, verified plans): the checks'
+    :data:`~star_lib.travel.checks.VERDICTS_VERSION` joins :attr:`cache_version`."""
     uses_gpu: bool = False
     """Counts towards GPU-hours when run on GPUs."""
     distributed: bool = False
@@ -102,6 +106,11 @@ class Stage:
     key_facts: Callable[[Any], Mapping[str, Any]] | None = None
     """Facts outside the resolved config that the output depends on (a model preset's architecture), added
     to the content key: changing them must not reuse an output built without them."""
+
+    @property
+    def cache_version(self) -> str:
+        """The code version in the content key: :attr:`version`, plus the checks' when it scores plans."""
+        return f"{self.version}+verdicts{VERDICTS_VERSION}" if self.scores_plans else self.version
 
     @property
     def axes(self) -> tuple[str, ...]:

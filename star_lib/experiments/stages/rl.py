@@ -85,4 +85,5 @@ STAGE = Stage(
     run_config=RunConfigSpec(_rl_config_type, _stage_fields),
     uses_gpu=True,
     distributed=True,
+    scores_plans=True,  # rewards
 )

@@ -72,4 +72,5 @@ STAGE = Stage(
     TeacherStageConfig,
     inputs=lambda stages: {"world": ("world", "db"), "data": ("synth", "base/train.jsonl")},
     run_config=RunConfigSpec(rollout_config_type, lambda: protocol_fields("react")),
+    scores_plans=True,  # keeps the episodes whose plan passes
 )

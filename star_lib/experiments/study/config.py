@@ -143,7 +143,7 @@ def read_study(path: str | os.PathLike[str] = STUDY_FILE) -> StudyConfig:
     if not isinstance(timing, dict) or set(timing) - fields_:
         raise StudyError(f"{path}: timing: allowed keys are {sorted(fields_)}, got {timing!r}")
     budget = data.get("grid_budget_minutes", 90.0)
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget < float("inf"):
         raise StudyError(f"{path}: grid_budget_minutes: give a positive number of minutes, got {budget!r}")
     jobs = data.get("jobs", 1)
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
@@ -192,6 +192,12 @@ def _more_seeds(path: Path, entries: Any, grids: Sequence[str]) -> tuple[MoreSee
 
 def _seed_list(path: Path, key: str, seeds: Any) -> tuple[int, ...]:
     """Return ``seeds`` as a tuple, or raise :class:`StudyError` naming the file and ``key``."""
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
-        raise StudyError(f"{path}: {key}: give a non-empty list of integers >= 0, got {seeds!r}")
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**32 for s in seeds)
+    ):
+        raise StudyError(
+            f"{path}: {key}: give a non-empty list of integers from 0 to 2**32 - 1, got {seeds!r}"
+        )
     return tuple(seeds)

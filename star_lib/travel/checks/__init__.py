@@ -29,6 +29,7 @@ from star_lib.travel.checks.rules import (
     PASS,
     PLACEHOLDER_CITY,
     STRICT_RULES,
+    VERDICTS_VERSION,
     OfficialError,
 )
 from star_lib.travel.checks.text import (
@@ -48,6 +49,7 @@ __all__ = [
     "PASS",
     "PLACEHOLDER_CITY",
     "STRICT_RULES",
+    "VERDICTS_VERSION",
     "Check",
     "Day",
     "OfficialError",

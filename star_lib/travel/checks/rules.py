@@ -12,6 +12,11 @@ from __future__ import annotations
 
 from star_lib.types import CheckResult
 
+VERDICTS_VERSION = 2
+"""Bumped whenever a change to the checks alters a verdict on some plan, in either mode (2: the strict rules
+``dest_city``, ``named_fields`` and ``hard_needs_route``). The experiment stages that score plans put it in
+their cache key, so a cached output scored by older checks is rebuilt instead of reused."""
+
 STRICT_RULES: dict[str, str] = {
     "exact_names": (
         "Names match a database row exactly after whitespace normalisation; official: the name only has to "
