@@ -48,6 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _plan(args: argparse.Namespace) -> int:
     from star_lib.experiments.config import ConfigError
     from star_lib.experiments.memory import STRATEGIES, gpu_memory_of_profile, plan_training
+    from star_lib.experiments.preflight import strategy_of_profile
     from star_lib.experiments.profiles import load_profile
 
     if args.stage not in ("rl", "sft", "all"):
@@ -61,9 +62,7 @@ def _plan(args: argparse.Namespace) -> int:
     memory = args.gpu_memory_gb if args.gpu_memory_gb is not None else gpu_memory_of_profile(profile)
     if not memory > 0:
         raise ConfigError(f"--gpu-memory-gb must be > 0, got {memory}")
-    # a profile that names its accelerate config (a future ClusterProfile field) gives the default strategy
-    accelerate_config = args.accelerate_config or getattr(profile, "accelerate_config", None)
-    strategy = args.strategy or _strategy_from(accelerate_config) or "ddp"
+    strategy = args.strategy or strategy_of_profile(profile, args.accelerate_config)
     inputs = _stage_inputs(Path(args.config), gpus, args.stage)
     if not inputs:
         raise ConfigError(f"{args.config}: no sft or rl stage to plan")
@@ -82,23 +81,11 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _strategy_from(path: str | None) -> str | None:
-    if path is None:
-        return None
-    from star_lib.experiments.config import ConfigError
-    from star_lib.experiments.memory import strategy_of_accelerate_config
-    from star_lib.io import read_yaml
-
-    data = read_yaml(path)
-    if not isinstance(data, dict):
-        raise ConfigError(f"--accelerate-config {path}: expected a mapping (an accelerate config file)")
-    return strategy_of_accelerate_config(data, path)
-
-
 def _stage_inputs(path: Path, gpus: int, stage: str) -> list[Any]:
     """Return the plan inputs of CONFIG's training stages (``rl`` as an RLRunConfig on ``gpus`` ranks)."""
     from star_lib.experiments.config import ExperimentConfig
     from star_lib.experiments.memory import rl_inputs, sft_inputs
+    from star_lib.experiments.preflight import rl_plan_config
     from star_lib.experiments.stages import load_config
     from star_lib.io import read_yaml
 
@@ -115,27 +102,13 @@ def _stage_inputs(path: Path, gpus: int, stage: str) -> list[Any]:
             if name == "sft":
                 out.append(sft_inputs(config.model, section))
             else:
-                out.append(rl_inputs(_rl_config(path, section, config.model, config.algorithm, gpus)))
+                out.append(
+                    rl_inputs(rl_plan_config(section, config.model, config.algorithm, gpus, str(path)))
+                )
         return out
     if stage == "sft":
         return []
     section = data.get("rl", data)
     if not isinstance(section, dict):
         raise ValueError(f"{path}: rl: expected a mapping of RLRunConfig fields")
-    return [rl_inputs(_rl_config(path, section, section.get("preset", "tiny"), None, gpus))]
-
-
-def _rl_config(path: Path, section: dict[str, Any], preset: str, algorithm: str | None, gpus: int) -> Any:
-    from star_lib.train.rl import RLRunConfig
-
-    known = set(RLRunConfig.__dataclass_fields__)
-    values = {k: v for k, v in section.items() if k in known}
-    values.update(preset=preset, world_size=gpus)
-    if algorithm is not None:
-        values["algorithm"] = algorithm
-    for key in ("data", "output_dir", "model_path"):  # paths do not change the memory
-        values.setdefault(key, "-")
-    try:
-        return RLRunConfig(**values)
-    except ValueError as exc:
-        raise ValueError(f"{path}: rl on {gpus} GPUs: {exc}") from None
+    return [rl_inputs(rl_plan_config(section, section.get("preset", "tiny"), None, gpus, str(path)))]

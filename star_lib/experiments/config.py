@@ -14,7 +14,7 @@ An experiment is one YAML file::
     tool_corruption_rate: 0.0
     seed: 0
     protocol: react             # react | compact (the episode protocol every stage speaks)
-    stages: [world, synth, teacher, sft, rl, eval, qa-eval]
+    stages: [world, synth, teacher, sft, rl, eval]   # default: all that can run (qa-eval needs qa_eval data)
     synth: {n_test: 40}         # nested per-stage config (see star_lib.experiments.stages)
 
 The axes live at the top level; a stage reads the axes it needs (``build_registry().get(name).axes``)
@@ -170,8 +170,10 @@ class ExperimentConfig:
     """CPU threads of torch while the run's stages compute (0: torch's default, one per core). The numbers a
     run produces depend on it (the order of float reductions), so a recipe meant to be reproduced exactly
     names it; it is no stage's cache key, like the CPU itself."""
-    stages: tuple[str, ...] = STAGE_NAMES
-    """Stages to run, a subsequence of :data:`STAGE_NAMES` in pipeline order."""
+    stages: tuple[str, ...] | None = None
+    """Stages to run, a subsequence of :data:`STAGE_NAMES` in pipeline order. Left out: every stage that can
+    run with what the config names — all of them, ``qa-eval`` only when ``qa_eval`` names its
+    ``data_dir`` and ``corpus`` (QA sets and passages the kit cannot ship)."""
     world: dict[str, Any] = field(default_factory=dict)
     """Nested config of the ``world`` stage."""
     synth: dict[str, Any] = field(default_factory=dict)
@@ -220,13 +222,13 @@ class ExperimentConfig:
             raise ConfigError(f"seed: {self.seed!r} is not allowed; give an integer >= 0 and below 2**32")
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 0:
             raise ConfigError(f"threads: {self.threads!r} is not allowed; give an integer >= 0 (0: per core)")
-        self._check_stages()
         for stage in STAGE_NAMES:
             section = getattr(self, _stage_key(stage))
             if not isinstance(section, dict):
                 raise ConfigError(
                     f"{_stage_key(stage)}: must be a mapping of that stage's settings, got {section!r}"
                 )
+        self._check_stages()  # after the sections: the default reads qa_eval
 
     def _check_boundaries(self) -> None:
         bounds = self.curriculum_boundaries
@@ -244,6 +246,10 @@ class ExperimentConfig:
         object.__setattr__(self, "curriculum_boundaries", (float(bounds[0]), float(bounds[1])))
 
     def _check_stages(self) -> None:
+        if self.stages is None:
+            qa_data = self.qa_eval.get("data_dir") and self.qa_eval.get("corpus")
+            stages = STAGE_NAMES if qa_data else tuple(s for s in STAGE_NAMES if s != "qa-eval")
+            object.__setattr__(self, "stages", stages)
         object.__setattr__(self, "stages", check_stages(self.stages))
 
     # ───────────────────────────── views ─────────────────────────────

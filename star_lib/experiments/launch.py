@@ -17,9 +17,10 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from star_lib.experiments.profiles import ClusterProfile
 from star_lib.io import read_json, write_text_atomic
 
-LAUNCH_ENV = ("STAR_LAUNCHER", "STAR_GPUS_PER_NODE", "STAR_NODES")
+LAUNCH_ENV = ("STAR_LAUNCHER", "STAR_GPUS_PER_NODE", "STAR_NODES", "STAR_ACCELERATE_CONFIG")
 """Environment variables a job sets for its training stages."""
 
 
@@ -62,36 +63,31 @@ def master_address(env: dict[str, str] | None = None) -> str:
 
 def run_launched(stage: str, config: Any, out: Path) -> None:
     """Run ``stage`` (``sft`` | ``rl``) with ``config`` under the job's launcher; raises when it fails."""
-    from star_lib.experiments.profiles import ClusterProfile
-
-    launcher, gpus, nodes = launcher_settings()
     payload = asdict(config) if is_dataclass(config) else dict(config)
     path = out / f"{stage}_launch.json"
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps(payload, default=_jsonable))  # the other nodes wait for this file
-    profile = ClusterProfile(
-        name="job", cluster="slurm", nodes=nodes, gpus_per_node=max(gpus, 1), launcher=launcher
-    )
-    env = {**os.environ, "MASTER_ADDR": master_address(), "MASTER_PORT": _master_port()}
-    command = profile.launch_command("star_lib.experiments.launch", [stage, str(path)], env)
-    subprocess.run(command, env=env, check=True)
+    _launch(stage, path)
 
 
 def follow_launched(stage: str, work: Path, poll_s: float = 5.0) -> None:
     """On nodes > 0: wait for node 0 to write the stage's launch config, then join the same launch."""
-    from star_lib.experiments.profiles import ClusterProfile
-
-    launcher, gpus, nodes = launcher_settings()
     path = work / f"{stage}_launch.json"
     while not path.is_file():
         time.sleep(poll_s)
-    profile = ClusterProfile(
-        name="job", cluster="slurm", nodes=nodes, gpus_per_node=max(gpus, 1), launcher=launcher
+    _launch(stage, path)
+
+
+def launched_command(stage: str, path: Path, env: dict[str, str]) -> list[str]:
+    """Return the command this node runs for ``stage``: the job's profile (launcher, accelerate config)."""
+    return ClusterProfile.from_launch_env(env).launch_command(
+        "star_lib.experiments.launch", [stage, str(path)], env
     )
+
+
+def _launch(stage: str, path: Path) -> None:
     env = {**os.environ, "MASTER_ADDR": master_address(), "MASTER_PORT": _master_port()}
-    subprocess.run(
-        profile.launch_command("star_lib.experiments.launch", [stage, str(path)], env), env=env, check=True
-    )
+    subprocess.run(launched_command(stage, path, env), env=env, check=True)
 
 
 def _master_port() -> str:

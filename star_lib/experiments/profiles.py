@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,8 @@ class ClusterProfile:
     cpus_per_task: int = 1
     """CPUs per task."""
     mem_gb: float = 4.0
-    """Memory per node in GB."""
+    """Memory per node in GB (``--mem``); 0 asks Slurm for the whole node's memory (``--mem=0``), what an
+    exclusive GPU node is for and the only value that fits every site's nodes."""
     timeout_min: int = 60
     """Time limit of one job (a preempted or timed-out checkpointable job is requeued)."""
     array_parallelism: int = 64
@@ -110,9 +112,11 @@ class ClusterProfile:
         if (
             isinstance(self.mem_gb, bool)
             or not isinstance(self.mem_gb, (int, float))
-            or not 0 < self.mem_gb < float("inf")
+            or not 0 <= self.mem_gb < float("inf")
         ):
-            raise ConfigError(f"mem_gb: {self.mem_gb!r} is not allowed; give a positive number")
+            raise ConfigError(
+                f"mem_gb: {self.mem_gb!r} is not allowed; give a number >= 0 (0: the whole node)"
+            )
         value = self.max_num_timeout
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ConfigError(f"max_num_timeout: {value!r} is not allowed; give an integer >= 0")
@@ -162,6 +166,8 @@ class ClusterProfile:
             ):
                 if value:
                     params[key] = value
+            # without it, srun on Slurm 22.05–23.02 gives the task one CPU: every rank pinned to one core
+            params["slurm_srun_args"] = [f"--cpus-per-task={self.cpus_per_task}"]
             if self.setup:
                 params["slurm_setup"] = list(self.setup)
             if self.additional:
@@ -180,20 +186,24 @@ class ClusterProfile:
     def launch_command(self, module: str, args: list[str], env: dict[str, str] | None = None) -> list[str]:
         """Return the command a distributed stage runs on each node of the job: ``module`` under the launcher.
 
+        The launcher runs as a module of this interpreter (``python -m accelerate.commands.launch``,
+        ``python -m torch.distributed.run``), never a ``PATH`` lookup that may find another environment's.
         Node rank, node count and the rendezvous host come from Slurm's variables (``SLURM_NODEID``,
         ``SLURM_JOB_NUM_NODES``, the first host of ``SLURM_JOB_NODELIST`` via ``MASTER_ADDR`` when set).
         """
         env = dict(os.environ if env is None else env)
         gpus = max(self.gpus_per_node, 1)
         if self.launcher == "none":
-            return ["python", "-m", module, *args]
+            return [sys.executable, "-m", module, *args]
         nodes = int(env.get("SLURM_JOB_NUM_NODES", self.nodes))
         rank = int(env.get("SLURM_NODEID", "0"))
         master = env.get("MASTER_ADDR", "127.0.0.1")
         port = env.get("MASTER_PORT", "29500")
         if self.launcher == "torchrun":
             return [
-                "torchrun",
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
                 f"--nnodes={nodes}",
                 f"--nproc_per_node={gpus}",
                 f"--node_rank={rank}",
@@ -206,8 +216,9 @@ class ClusterProfile:
         # with a config file, the file says how (DDP or DeepSpeed ZeRO-3); the flags place this node
         how = ["--config_file", self.accelerate_config] if self.accelerate_config else ["--multi_gpu"]
         return [
-            "accelerate",
-            "launch",
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
             *how,
             f"--num_machines={nodes}",
             f"--num_processes={nodes * gpus}",
@@ -220,19 +231,40 @@ class ClusterProfile:
         ]
 
     def launch_env(self) -> dict[str, str]:
-        """Environment a job gives its training stages (see :mod:`star_lib.experiments.launch`)."""
-        return {
+        """Environment a job gives its training stages (read back by :meth:`from_launch_env`).
+
+        The accelerate config travels as an absolute path: the job's working directory need not be the
+        submitter's.
+        """
+        env = {
             "STAR_LAUNCHER": self.launcher,
             "STAR_GPUS_PER_NODE": str(self.gpus_per_node),
             "STAR_NODES": str(self.nodes),
         }
+        if self.accelerate_config:
+            env["STAR_ACCELERATE_CONFIG"] = str(Path(self.accelerate_config).resolve())
+        return env
+
+    @classmethod
+    def from_launch_env(cls, env: dict[str, str] | None = None) -> ClusterProfile:
+        """Return the profile of the job this process runs in, from :meth:`launch_env`'s variables."""
+        env = dict(os.environ if env is None else env)
+        return cls(
+            name="job",
+            cluster="slurm",
+            nodes=int(env.get("STAR_NODES", "1") or 1),
+            gpus_per_node=int(env.get("STAR_GPUS_PER_NODE", "0") or 0),
+            launcher=env.get("STAR_LAUNCHER", "none"),
+            accelerate_config=env.get("STAR_ACCELERATE_CONFIG") or None,
+        )
 
     def describe(self) -> str:
-        """One line for logs: ``a100-8gpu: slurm a100, 1×8 GPU, 64 CPU, 900 GB, 2880 min``."""
+        """One line for logs, e.g. ``a100-8gpu: slurm a100, 1×8 GPU, 64 CPU, whole-node memory, …``."""
         where = f"{self.cluster} {self.partition or ''}".strip()
         return (
             f"{self.name}: {where}, {self.nodes}×{self.gpus_per_node} GPU, {self.cpus_per_task} CPU, "
-            f"{self.mem_gb:g} GB, {self.timeout_min} min, launcher {self.launcher}"
+            f"{f'{self.mem_gb:g} GB' if self.mem_gb else 'whole-node memory'}, {self.timeout_min} min, "
+            f"launcher {self.launcher}"
         )
 
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from star_lib.experiments.artifacts import StageOutput, StageStore, machine_facts
 from star_lib.experiments.config import CONFIGS_DIR, ConfigError, ExperimentConfig, save_config
+from star_lib.experiments.preflight import check_grid
 from star_lib.experiments.stages import Registry, Stage, build_registry
 from star_lib.io import atomic_path, read_json, write_json_atomic, write_parquet_atomic
 from star_lib.train.progress import PROGRESS_ENV
@@ -593,12 +594,15 @@ def submit_grid(
 ) -> list[Any]:
     """Submit the grid's unfinished runs as one submitit job array; returns the submitit jobs.
 
-    Each run's ``run.json`` records its job id and the submitit folder, so ``star status`` can ask Slurm
+    Every run to submit is checked first (:func:`.preflight.check_grid`: its stages resolve, its training
+    fits the profile's GPUs); a :class:`ConfigError` leaves nothing written or submitted. Each run's
+    ``run.json`` records its job id and the submitit folder, so ``star status`` can ask Slurm
     about runs that never started or died without a word (cancelled, killed, out of memory).
     """
     folder = grid_dir(runs_root, grid)
-    grid.write_manifest(folder)
     todo = [c for c in grid.runs if not (skip_complete and is_complete(c, folder / c.name))]
+    check_grid(todo, profile)  # a run that cannot start or fit is refused before anything is written
+    grid.write_manifest(folder)
     if not todo:
         return []
     for config in todo:

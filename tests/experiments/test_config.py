@@ -24,7 +24,9 @@ def test_config_defaults_are_the_paper_defaults():
     assert cfg.difficulty == "4:3:3"
     assert cfg.difficulty_mix == pytest.approx({"easy": 0.4, "medium": 0.3, "hard": 0.3})
     assert cfg.curriculum_boundaries == pytest.approx((1 / 3, 2 / 3))
-    assert cfg.stages == STAGE_NAMES
+    assert cfg.stages == tuple(s for s in STAGE_NAMES if s != "qa-eval")  # no QA data named: it cannot run
+    with_qa = ExperimentConfig(qa_eval={"data_dir": "qa", "corpus": "corpus.jsonl"})
+    assert with_qa.stages == STAGE_NAMES
 
 
 def test_config_unknown_top_level_key_names_key_and_allowed_keys():

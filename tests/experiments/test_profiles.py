@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,19 +72,25 @@ def test_profiles_launch_commands_carry_node_rank_and_rendezvous():
     big = load_profile(SLURM_DIR / "a100-16gpu-2node.yaml")
     env = {"SLURM_JOB_NUM_NODES": "2", "SLURM_NODEID": "1", "MASTER_ADDR": "gpu-017", "MASTER_PORT": "29400"}
     command = big.launch_command("star_lib.experiments.launch", ["rl", "cfg.json"], env)
-    assert command[:4] == ["accelerate", "launch", "--config_file", "slurm/accelerate/zero3-2node.yaml"]
+    launcher = [sys.executable, "-m", "accelerate.commands.launch"]  # this interpreter's, not PATH's
+    assert command[:5] == [*launcher, "--config_file", "slurm/accelerate/zero3-2node.yaml"]
     assert "--multi_gpu" not in command  # the ZeRO-3 config file says how to distribute
     for flag in ("--num_machines=2", "--num_processes=16", "--machine_rank=1", "--main_process_ip=gpu-017"):
         assert flag in command
     assert command[-4:] == ["-m", "star_lib.experiments.launch", "rl", "cfg.json"]
     assert (SLURM_DIR.parent / big.accelerate_config).is_file()
     torchrun = ClusterProfile(cluster="slurm", nodes=2, gpus_per_node=8, launcher="torchrun")
-    assert torchrun.launch_command("m", [], env)[:4] == [
-        "torchrun", "--nnodes=2", "--nproc_per_node=8", "--node_rank=1"
+    assert torchrun.launch_command("m", [], env)[:6] == [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=2",
+        "--nproc_per_node=8",
+        "--node_rank=1",
     ]
     small = load_profile(SLURM_DIR / "a100-8gpu.yaml")
     accelerate = small.launch_command("m", [], {"SLURM_NODEID": "0"})
-    assert accelerate[:4] == ["accelerate", "launch", "--config_file", "slurm/accelerate/ddp.yaml"]
+    assert accelerate[:5] == [*launcher, "--config_file", "slurm/accelerate/ddp.yaml"]
     assert "--num_processes=8" in accelerate
     plain = ClusterProfile(cluster="slurm", gpus_per_node=8, launcher="accelerate")
     assert "--multi_gpu" in plain.launch_command("m", [], {})

@@ -1,0 +1,94 @@
+"""``star submit`` of a paper grid, end to end against a fake ``sbatch``: what a cluster would hit first.
+
+The fake records every call and answers as Slurm does; the command runs as a user runs it (a subprocess,
+from another directory). A grid that cannot start or cannot fit is refused before any ``sbatch``; one that
+fits reaches ``sbatch`` with the srun CPUs and the node memory, and its jobs launch training with the
+profile's accelerate config (issue 20, defects 1, 2, 3 and 7).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+STAR = [sys.executable, "-c", "import sys; from star_lib.cli import main; sys.exit(main(sys.argv[1:]))"]
+
+FAKE_SBATCH = """#!/bin/sh
+echo "$@" >> "{log}"
+echo "Submitted batch job 4242"
+"""
+
+
+@pytest.fixture
+def fake_slurm(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """An environment whose ``sbatch`` is a recorder, and the file it records its calls in."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "sbatch-calls.log"
+    (bin_dir / "sbatch").write_text(FAKE_SBATCH.format(log=log))
+    (bin_dir / "sbatch").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
+    return env, log
+
+
+def _submit(tmp_path: Path, env: dict[str, str], grid: str, profile: str) -> subprocess.CompletedProcess:
+    command = [*STAR, "submit", grid, "--cluster", str(ROOT / "slurm" / profile), "--runs", "runs"]
+    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_submit_refuses_the_7b_runs_on_the_8_gpu_ddp_profile_without_calling_sbatch(tmp_path, fake_slurm):
+    env, log = fake_slurm
+    done = _submit(tmp_path, env, "algorithm-paper", "a100-8gpu.yaml")
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "Traceback" not in done.stderr and line.startswith("star submit: error: 3 run(s) do not fit")
+    for algorithm in ("grpo", "dapo", "arpo"):
+        assert f"algorithm-paper__{algorithm}_qwen2.5-7b__s0" in line
+    assert "qwen2.5-1.5b" not in line.split(". ")[0]  # the 1.5B runs fit 8 GPUs under DDP
+    assert "slurm/a100-16gpu-2node.yaml" in line and "ZeRO-3" in line  # what to change
+    assert not log.exists() and not (tmp_path / "runs").exists()  # no sbatch, nothing written
+
+
+def test_submit_refuses_a_run_whose_stage_cannot_run_before_sbatch(tmp_path, fake_slurm):
+    env, log = fake_slurm
+    (tmp_path / "qa.yaml").write_text(
+        "name: qa\nfinding: reward\nbase:\n  model: qwen2.5-1.5b\n"
+        "  stages: [world, synth, teacher, sft, rl, eval, qa-eval]\n"
+        "axes:\n  seed: [0, 1]\n"
+    )
+    done = _submit(tmp_path, env, "qa.yaml", "a100-8gpu.yaml")
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("star submit: error: run qa__")
+    assert "qa_eval: qa-eval needs data_dir" in line
+    assert not log.exists() and not (tmp_path / "runs").exists()
+
+
+def test_a_paper_grid_that_fits_reaches_sbatch_and_its_jobs_launch_with_the_profiles_accelerate_config(
+    tmp_path, fake_slurm
+):
+    from star_lib.experiments.launch import launched_command  # the path a job's training stage takes
+
+    env, log = fake_slurm
+    done = _submit(tmp_path, env, "algorithm-paper", "a100-16gpu-2node.yaml")
+    assert done.returncode == 0, done.stderr
+    assert "6 of 6 runs submitted" in done.stdout and log.read_text().count("\n") == 1
+    submitit = tmp_path / "runs" / "algorithm-paper" / "_submitit"
+    script = (submitit / "4242_submission.sh").read_text()
+    assert "#SBATCH --nodes=2" in script and "#SBATCH --mem=0GB" in script  # the whole node, every site
+    [srun] = [line for line in script.splitlines() if line.startswith("srun ")]
+    assert "--cpus-per-task=64" in srun  # else Slurm 22.05-23.02 pins every rank to one core
+    for config in (tmp_path / "runs" / "algorithm-paper").glob("*/config.yaml"):
+        assert "qa-eval" not in config.read_text()  # the paper grids name no QA data: left out
+    with (submitit / "4242_0_submitted.pkl").open("rb") as f:
+        job = pickle.load(f)  # what the array task unpickles and calls
+    command = launched_command("rl", Path("rl_launch.json"), {**job.function.launch, "SLURM_NODEID": "1"})
+    zero3 = str((ROOT / "slurm" / "accelerate" / "zero3-2node.yaml").resolve())
+    assert command[:5] == [sys.executable, "-m", "accelerate.commands.launch", "--config_file", zero3]
+    assert "--num_processes=16" in command and "--machine_rank=1" in command
