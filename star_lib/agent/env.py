@@ -185,6 +185,19 @@ class TravelEnv:
         self._final_requested = True
         return [ask]
 
+    def stop_at_context_limit(self) -> Episode:
+        """End the episode at the context limit without another turn: truncated, not terminated.
+
+        The runner calls it when the context leaves no useful room for a reply. An observation the model
+        will never see (the last message, after its last turn) is dropped, so the transcript holds exactly
+        what the model saw.
+        """
+        ep = self._require_live()
+        if ep.turns and ep.messages[-1]["role"] != "assistant":
+            ep.messages.pop()
+        self._finish(Termination.CONTEXT_LIMIT)
+        return ep
+
     def fail(self, reason: str) -> Episode:
         """End the episode because the policy backend failed (recorded as malformed)."""
         ep = self._require_live()

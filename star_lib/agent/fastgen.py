@@ -219,6 +219,7 @@ class FastPolicy:
         entropy_tokens: Also return the normalised entropies of each turn's first ``entropy_tokens`` tokens
             (from the raw logits, as :class:`~star_lib.agent.policies.TransformersPolicy` does) as
             :class:`~star_lib.agent.policies.EntropyGeneration` (ARPO); 0: plain generations.
+        context_limit: Most tokens of prompt + reply (None: only the conversations' own room).
 
     """
 
@@ -230,12 +231,14 @@ class FastPolicy:
         *,
         reuse_cache: bool = True,
         entropy_tokens: int = 0,
+        context_limit: int | None = None,
     ) -> None:
         from star_lib.agent.policies import SamplingParams, stop_token_ids
 
         if entropy_tokens < 0:
             raise ValueError(f"entropy_tokens must be >= 0 (0 = off), got {entropy_tokens}")
         self.entropy_tokens = entropy_tokens
+        self.context_limit = context_limit
 
         self.model = model
         self.tokenizer = tokenizer
@@ -259,31 +262,38 @@ class FastPolicy:
 
         Args:
             conversations: The live conversations (``prompt_ids`` used when set, else the chat template).
-            max_new_tokens: Most tokens per turn.
+            max_new_tokens: Most tokens per turn (each row is clamped by ``request_max_tokens``).
             seed: Seed for this call; by default ``sampling.seed`` plus the number of earlier calls.
 
         Returns:
-            One generation per conversation, with sampled ids and their log-probabilities.
+            One generation per conversation, with sampled ids and their log-probabilities (an error one
+            where the prompt leaves no room).
 
         """
         import torch
 
-        from star_lib.agent.policies import render_prompt_ids, to_generation
+        from star_lib.agent.policies import no_room, render_prompt_ids, request_max_tokens, to_generation
 
-        if not conversations:
-            return []
         start = time.perf_counter()
-        contexts = [list(c.prompt_ids or render_prompt_ids(self.tokenizer, c)) for c in conversations]
-        keys = [c.key for c in conversations]
+        all_contexts = [list(c.prompt_ids or render_prompt_ids(self.tokenizer, c)) for c in conversations]
+        out = [no_room(len(ids), self.context_limit) for ids in all_contexts]
+        budgets = [
+            request_max_tokens(c, len(ids), max_new_tokens, self.context_limit)
+            for c, ids in zip(conversations, all_contexts, strict=True)
+        ]
+        rows = [i for i, budget in enumerate(budgets) if budget > 0]
+        if not rows:
+            return out
+        contexts, keys = [all_contexts[i] for i in rows], [conversations[i].key for i in rows]
         if seed is None and self.sampling.seed is not None:
             seed = self.sampling.seed + self.stats.calls
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         with torch.inference_mode():
-            tokens, logprobs, entropies, order, cache = self._run(contexts, keys, max_new_tokens, generator)
-        out = [
-            to_generation(self.tokenizer, self.stop_ids, tokens[i], logprobs[i], entropies[i])
-            for i in range(len(contexts))
-        ]
+            tokens, logprobs, entropies, order, cache = self._run(
+                contexts, keys, [budgets[i] for i in rows], generator
+            )
+        for j, i in enumerate(rows):
+            out[i] = to_generation(self.tokenizer, self.stop_ids, tokens[j], logprobs[j], entropies[j])
         self._remember(keys, contexts, tokens, order, cache)
         self.stats.calls += 1
         self.stats.new_tokens += sum(len(g.token_ids or []) for g in out)
@@ -304,9 +314,11 @@ class FastPolicy:
         return slot.row, same
 
     def _run(
-        self, contexts: list[list[int]], keys: list[Any], max_new: int, generator: Any
+        self, contexts: list[list[int]], keys: list[Any], budgets: list[int], generator: Any
     ) -> tuple[list[list[int]], list[list[float]], list[Any], list[int], Any]:
         import torch
+
+        max_new = max(budgets)
 
         batch = len(contexts)
         reuse = [self._reusable(k, c) for k, c in zip(keys, contexts, strict=True)]
@@ -331,12 +343,14 @@ class FastPolicy:
         hidden = self.engine.forward(ids, positions, cache)
         last = hidden[torch.arange(batch), lengths - kept - 1]  # (B, C)
         logits = self.engine.logits(last)
-        return self._decode(logits, lengths, cache, max_new, generator)
+        return self._decode(logits, lengths, cache, budgets, generator)
 
     def _decode(
-        self, logits: Any, lengths: Any, cache: Any, max_new: int, generator: Any
+        self, logits: Any, lengths: Any, cache: Any, budgets: list[int], generator: Any
     ) -> tuple[list[list[int]], list[list[float]], list[Any], list[int], Any]:
-        """Sample until every row stops; finished rows move behind the active ones (``order`` tracks rows).
+        """Sample until every row stops or fills its budget; finished rows move behind the active ones.
+
+        ``order`` tracks which conversation's cache is in which row.
 
         Returns:
             Per conversation: sampled ids, their log-probabilities, the leading entropies (None when not
@@ -356,6 +370,7 @@ class FastPolicy:
         live = torch.ones(batch, dtype=torch.bool)  # (active,) rows still sampling
         stops = torch.tensor(self.stop_ids)
         position = lengths.clone()  # (B,) next free cache position of each row
+        max_new = max(budgets)
         for step in range(max_new):
             heads = token_entropies(logits) if step < self.entropy_tokens else None  # raw logits, (active,)
             token, logprob = self._sample(logits, generator)  # (active,), (active,)
@@ -365,6 +380,8 @@ class FastPolicy:
                 logprobs[order[row]].append(picked_logprob[row])
                 if heads is not None:
                     entropies[order[row]].append(heads[row])
+                if len(tokens[order[row]]) >= budgets[order[row]]:
+                    live[row] = False  # this row's room is used up
             live &= ~torch.isin(token, stops)
             if step + 1 >= max_new or not bool(live.any()):
                 break

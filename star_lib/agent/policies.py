@@ -44,6 +44,9 @@ class Conversation:
     """The task, for policies that act on it directly (the expert)."""
     key: int = 0
     """Index of the episode in its batch."""
+    max_new_tokens: int | None = None
+    """Most tokens this turn may add: the room the runner leaves under its context limit (None: the call's
+    ``max_new_tokens``). Backends ask for :func:`clamp_max_tokens` of it, never more."""
 
 
 @dataclass
@@ -117,6 +120,35 @@ class SamplingParams:
             raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
 
 
+def clamp_max_tokens(prompt_tokens: int, max_new_tokens: int, limit: int | None = None) -> int:
+    """Return the ``max_tokens`` of a request: ``max_new_tokens``, cut so that prompt + reply fits ``limit``.
+
+    Every generation request goes through it (the runner for its context budget, each backend for its
+    engine's context), so ``prompt_tokens + max_tokens <= limit`` always holds; 0 means no room at all.
+
+    >>> clamp_max_tokens(100, 64, 128), clamp_max_tokens(100, 64, 256), clamp_max_tokens(300, 64, 256)
+    (28, 64, 0)
+    """
+    room = max_new_tokens if limit is None else min(max_new_tokens, limit - prompt_tokens)
+    return max(0, room)
+
+
+def request_max_tokens(conversation: Any, prompt_tokens: int, max_new_tokens: int, limit: int | None) -> int:
+    """Apply :func:`clamp_max_tokens` to a conversation: the call's cap, its room, the engine's limit."""
+    room = getattr(conversation, "max_new_tokens", None)  # tests pass bare namespaces
+    cap = max_new_tokens if room is None else min(max_new_tokens, room)
+    return clamp_max_tokens(prompt_tokens, cap, limit)
+
+
+def no_room(prompt_tokens: int, limit: int | None) -> Generation:
+    """Answer (as data, not an exception) a request whose prompt leaves no room under the context limit."""
+    return Generation(
+        text="",
+        finish_reason="error",
+        error=f"context full: a prompt of {prompt_tokens} tokens leaves no room under the limit of {limit}",
+    )
+
+
 def stop_token_ids(tokenizer: Any) -> list[int]:
     """Return the ids that end an assistant turn: ``<|im_end|>`` when the vocabulary has it, plus EOS.
 
@@ -185,6 +217,7 @@ class TransformersPolicy:
         batch_size: Most conversations per ``generate`` call; a batch is split into chunks of this size.
         entropy_tokens: Also return the normalised entropies of each turn's first ``entropy_tokens`` tokens
             (from the raw logits) as :class:`EntropyGeneration` (ARPO); 0: plain generations.
+        context_limit: Most tokens of prompt + reply (None: only the conversations' own room).
 
     """
 
@@ -196,6 +229,7 @@ class TransformersPolicy:
         *,
         batch_size: int = 16,
         entropy_tokens: int = 0,
+        context_limit: int | None = None,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -206,6 +240,7 @@ class TransformersPolicy:
         self.sampling = sampling or SamplingParams()
         self.batch_size = batch_size
         self.entropy_tokens = entropy_tokens
+        self.context_limit = context_limit
         self.stop_ids = stop_token_ids(tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[-1]
         self._calls = 0
@@ -239,28 +274,38 @@ class TransformersPolicy:
 
         Args:
             conversations: The live conversations (``prompt_ids`` used when set).
-            max_new_tokens: Most tokens per turn.
+            max_new_tokens: Most tokens per turn (each row is clamped by :func:`request_max_tokens`).
             min_new_tokens: Fewest tokens per turn (benchmarks).
             seed: Seed for this call only (e.g. an HTTP request's ``seed``); by default
                 ``sampling.seed`` plus the number of earlier calls.
 
         Returns:
-            One generation per conversation.
+            One generation per conversation (an error one where the prompt leaves no room).
 
         """
         contexts = [c.prompt_ids or render_prompt_ids(self.tokenizer, c) for c in conversations]
+        budgets = [
+            request_max_tokens(c, len(ids), max_new_tokens, self.context_limit)
+            for c, ids in zip(conversations, contexts, strict=True)
+        ]
         if seed is None and self.sampling.seed is not None:
             seed = self.sampling.seed + self._calls
         self._calls += 1
-        out: list[Generation] = []
-        for start in range(0, len(contexts), self.batch_size):
-            chunk = contexts[start : start + self.batch_size]
-            out.extend(self._generate_chunk(chunk, max_new_tokens, min_new_tokens, seed))
+        out: list[Generation] = [no_room(len(ids), self.context_limit) for ids in contexts]
+        rows = [i for i, budget in enumerate(budgets) if budget > 0]
+        for start in range(0, len(rows), self.batch_size):
+            chunk = rows[start : start + self.batch_size]
+            chunk_contexts, chunk_budgets = [contexts[i] for i in chunk], [budgets[i] for i in chunk]
+            for i, generation in zip(
+                chunk, self._generate_chunk(chunk_contexts, chunk_budgets, min_new_tokens, seed), strict=True
+            ):
+                out[i] = generation
         return out
 
     def _generate_chunk(
-        self, contexts: list[list[int]], max_new_tokens: int, min_new_tokens: int, seed: int | None
+        self, contexts: list[list[int]], budgets: list[int], min_new_tokens: int, seed: int | None
     ) -> list[Generation]:
+        """Generate a chunk with the largest budget, then cut each row at its own (``budgets``)."""
         import torch
 
         k = self.entropy_tokens
@@ -277,7 +322,7 @@ class TransformersPolicy:
             result = self.model.generate(
                 input_ids=input_ids.to(device),
                 attention_mask=attention.to(device),
-                **self._generate_kwargs(max_new_tokens, min_new_tokens),
+                **self._generate_kwargs(max(budgets), min(min_new_tokens, min(budgets))),
             )
             # (B, new) log-probabilities of the chosen tokens under the processed distribution
             scores = self.model.compute_transition_scores(
@@ -289,8 +334,10 @@ class TransformersPolicy:
                 entropies = [token_entropies(row) for row in head]
         new_tokens = result.sequences[:, width:].tolist()
         return [
-            to_generation(self.tokenizer, self.stop_ids, ids, lps, ent)
-            for ids, lps, ent in zip(new_tokens, scores.float().tolist(), entropies, strict=True)
+            to_generation(self.tokenizer, self.stop_ids, ids[:budget], lps[:budget], ent)
+            for ids, lps, ent, budget in zip(
+                new_tokens, scores.float().tolist(), entropies, budgets, strict=True
+            )
         ]
 
     def _generate_kwargs(self, max_new_tokens: int, min_new_tokens: int) -> dict[str, Any]:
@@ -377,6 +424,8 @@ class VLLMPolicy:
     """This rank's index in the group (default: asked from ``torch.distributed``)."""
     gather: Any = None
     """``obj -> [obj of every group rank]`` (default: ``all_gather_object`` on ``tp_group``)."""
+    context_limit: int | None = None
+    """The engine's ``max_model_len`` (read from it when it says): prompt + ``max_tokens`` stays within it."""
     _kv_awake: bool = False
 
     def __init__(
@@ -417,10 +466,15 @@ class VLLMPolicy:
         self.tokenizer = tokenizer
         self.sampling = sampling or SamplingParams()
         self.stop_ids = stop_token_ids(tokenizer)
+        self.context_limit = _engine_context_limit(llm)
         self._calls = 0
 
     def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int) -> list[Generation]:
-        """Generate one turn per conversation in a single vLLM call (collective within a TP group)."""
+        """Generate one turn per conversation in a single vLLM call (collective within a TP group).
+
+        Each prompt's ``max_tokens`` is :func:`request_max_tokens` of it, so vLLM never sees a request longer
+        than its context; a prompt with no room left gets an error generation and is not sent.
+        """
         return [self._to_generation(c) for c in self._sample(conversations, max_new_tokens)]
 
     def release(self) -> None:
@@ -430,7 +484,7 @@ class VLLMPolicy:
         TP group or sleep mode.
         """
         if self.tp_size > 1:
-            while self._group_call([], {}) is not None:  # others still have episodes running
+            while self._group_call([], []) is not None:  # others still have episodes running
                 pass
         if self.owner is not None and self.enable_sleep_mode and self._kv_awake:
             self.llm.sleep(level=2)  # level 2 discards the weights too: TRL re-pushes them before use
@@ -464,21 +518,36 @@ class VLLMPolicy:
         return options
 
     def _sample(self, conversations: Sequence[Conversation], max_new_tokens: int) -> list[Any]:
-        """Run one vLLM call and return each conversation's completion (vLLM's ``CompletionOutput``)."""
-        prompts = [
-            {"prompt_token_ids": c.prompt_ids or render_prompt_ids(self.tokenizer, c)} for c in conversations
+        """Run one vLLM call and return each conversation's completion (vLLM's ``CompletionOutput``).
+
+        A conversation whose prompt leaves no room gets an error :class:`Generation` in its place instead.
+        """
+        contexts = [list(c.prompt_ids or render_prompt_ids(self.tokenizer, c)) for c in conversations]
+        budgets = [
+            request_max_tokens(c, len(ids), max_new_tokens, self.context_limit)
+            for c, ids in zip(conversations, contexts, strict=True)
         ]
-        options = self._options(max_new_tokens)
+        sent = [i for i, budget in enumerate(budgets) if budget > 0]
+        prompts = [{"prompt_token_ids": contexts[i]} for i in sent]
+        base = self._options(max_new_tokens)
+        options = [{**base, "max_tokens": budgets[i]} for i in sent]  # one per prompt: budgets differ
         self._calls += 1
         if self.tp_size > 1:
-            return self._group_call(prompts, options) or []
-        if not prompts:
-            return []
-        self._wake()
-        outputs = self.llm.generate(prompts, self._vllm.SamplingParams(**options), use_tqdm=False)
-        return [out.outputs[0] for out in outputs]
+            completions = self._group_call(prompts, options) or []
+        elif not prompts:
+            completions = []
+        else:
+            self._wake()
+            params = [self._vllm.SamplingParams(**o) for o in options]
+            one = all(o == options[0] for o in options)  # one SamplingParams for all when they agree
+            outputs = self.llm.generate(prompts, params[0] if one else params, use_tqdm=False)
+            completions = [output.outputs[0] for output in outputs]
+        out: list[Any] = [no_room(len(ids), self.context_limit) for ids in contexts]
+        for i, completion in zip(sent, completions, strict=True):
+            out[i] = completion
+        return out
 
-    def _group_call(self, prompts: list[dict[str, Any]], options: dict[str, Any]) -> list[Any] | None:
+    def _group_call(self, prompts: list[dict[str, Any]], options: list[dict[str, Any]]) -> list[Any] | None:
         """One collective call of the TP group: gather every rank's prompts, generate all, keep ours.
 
         Returns None when no rank of the group had a prompt (everyone is done; no engine call is made).
@@ -488,10 +557,10 @@ class VLLMPolicy:
             return None
         self._wake()
         all_prompts = [p for rank_prompts, _ in gathered for p in rank_prompts]
-        params = [  # one SamplingParams per prompt: ranks may ask different max_tokens
-            self._vllm.SamplingParams(**rank_options)
-            for rank_prompts, rank_options in gathered
-            for _ in rank_prompts
+        params = [  # one SamplingParams per prompt: prompts ask different max_tokens
+            self._vllm.SamplingParams(**prompt_options)
+            for _, rank_options in gathered
+            for prompt_options in rank_options
         ]
         outputs = self.llm.generate(all_prompts, params, use_tqdm=False)
         start = sum(len(rank_prompts) for rank_prompts, _ in gathered[: self._group_rank()])
@@ -514,6 +583,8 @@ class VLLMPolicy:
         return dist.get_rank(group=self.tp_group)
 
     def _to_generation(self, completion: Any) -> Generation:
+        if isinstance(completion, Generation):  # a prompt that was not sent (no room left)
+            return completion
         ids = list(completion.token_ids)
         logprobs = [
             _vllm_logprob(step, tok) for step, tok in zip(completion.logprobs or [], ids, strict=False)
@@ -522,6 +593,13 @@ class VLLMPolicy:
         body = ids[:-1] if reason == "stop" else ids
         text = self.tokenizer.decode(body, skip_special_tokens=False)
         return Generation(text=text, token_ids=ids, logprobs=logprobs or None, finish_reason=reason)
+
+
+def _engine_context_limit(llm: Any) -> int | None:
+    """Return the ``max_model_len`` of a ``vllm.LLM`` (None when the engine does not say, e.g. a stand-in)."""
+    config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
+    limit = getattr(config, "max_model_len", None)
+    return limit if isinstance(limit, int) else None
 
 
 def _vllm_logprob(step: dict[int, Any] | None, token: int) -> float:
@@ -629,7 +707,7 @@ class OpenAIPolicy:
         body: dict[str, Any] = {
             "model": self.config.model,
             "messages": self._messages(conversation),
-            "max_tokens": max_new_tokens,
+            "max_tokens": request_max_tokens(conversation, 0, max_new_tokens, None),  # the runner's room
             "temperature": self.sampling.temperature,
             "top_p": self.sampling.top_p,
         }

@@ -11,6 +11,11 @@ responses and template glue) and, when the backend gives them, per-token samplin
 Limits: ``max_turns`` truncates; when the context plus room for one more turn (``max_new_tokens``)
 would exceed ``max_context_tokens``, the last tool response is replaced by a request for the final plan,
 the model answers once, and the episode stops (``Termination.CONTEXT_LIMIT``), as in STAR's inference code.
+Every request asks for :meth:`LiveEpisode.room` new tokens (``Conversation.max_new_tokens``, clamped by
+:func:`~star_lib.agent.policies.clamp_max_tokens`), so prompt + ``max_tokens`` never exceeds
+``max_context_tokens`` (the vLLM engine's ``max_model_len`` in RL); an episode whose context leaves less
+than :data:`MIN_REPLY_TOKENS` (or ``max_new_tokens``, if smaller) is not asked again: it ends truncated
+(``Termination.CONTEXT_LIMIT``), with the observation it would not see dropped.
 
 Example:
     >>> episodes = run_episodes(policy, queries, world, RolloutConfig(max_turns=20))  # doctest: +SKIP
@@ -21,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,10 +35,11 @@ from typing import Any
 from star_lib.agent.chat import ChatRenderer, TokenTrace
 from star_lib.agent.config import RolloutConfig
 from star_lib.agent.env import Episode, TravelEnv, fault_config_for
-from star_lib.agent.policies import Conversation, Generation, Policy
+from star_lib.agent.policies import Conversation, Generation, Policy, clamp_max_tokens
 from star_lib.types import COMMONSENSE_KEYS, HARD_KEYS, QueryRecord, Tools
 
 __all__ = [
+    "MIN_REPLY_TOKENS",
     "LiveEpisode",
     "RolloutConfig",
     "RolloutStats",
@@ -42,6 +49,9 @@ __all__ = [
     "run_episodes",
     "trl_rollout_output",
 ]
+
+MIN_REPLY_TOKENS = 16
+"""Fewest new tokens worth asking for (at most ``max_new_tokens``); with less room it ends truncated."""
 
 
 @dataclass
@@ -176,14 +186,27 @@ class LiveEpisode:
         return cls(env=env)
 
     def record_prompt(self, renderer: ChatRenderer | None) -> None:
-        """Record the prompt's tokens (system + user + generation prompt)."""
+        """Record the prompt's tokens (system + user + generation prompt); stop if no room is left."""
         messages = self.env.episode.messages
         self.chars = sum(len(m["content"]) for m in messages)
         if renderer is not None:
             self.trace.start(renderer, messages)
+        self._stop_without_room()
+
+    def context_tokens(self) -> int:
+        """Tokens of the context the next turn continues (estimated from characters without a tokenizer)."""
+        if self.trace.prompt_ids:
+            return self.trace.length
+        return math.ceil(self.chars / self.env.config.chars_per_token)
+
+    def room(self, extra_tokens: int = 0) -> int:
+        """Return the ``max_tokens`` of the next request (after ``extra_tokens`` more context), clamped."""
+        cfg = self.env.config
+        prompt = self.context_tokens() + extra_tokens
+        return clamp_max_tokens(prompt, cfg.max_new_tokens, cfg.max_context_tokens)
 
     def conversation(self, renderer: ChatRenderer | None) -> Conversation:
-        """Return what the policy sees for the next turn."""
+        """Return what the policy sees for the next turn, with the room left for it (``max_new_tokens``)."""
         ep = self.env.episode
         return Conversation(
             messages=[dict(m) for m in ep.messages],
@@ -191,6 +214,7 @@ class LiveEpisode:
             prompt_ids=self.trace.context_ids if renderer is not None else None,
             query=ep.query,
             key=ep.index,
+            max_new_tokens=self.room(),
         )
 
     def advance(
@@ -220,17 +244,31 @@ class LiveEpisode:
         stats.tokenize_s += time.perf_counter() - t1
 
     def _add_observation(self, renderer: ChatRenderer | None, cfg: RolloutConfig) -> None:
-        """Record the environment's reply; on context overflow swap it for the final-plan request."""
+        """Record the environment's reply; on context overflow swap it for the final-plan request.
+
+        The request is checked like any observation: when even it leaves no useful room, the episode ends
+        truncated instead (:meth:`_stop_without_room`).
+        """
         env, trace = self.env, self.trace
         if renderer is None:
-            if self.chars / cfg.chars_per_token + cfg.max_new_tokens > cfg.max_context_tokens:
+            if self.room() < cfg.max_new_tokens:
                 env.request_final_answer()
+                self.chars = sum(len(m["content"]) for m in env.episode.messages)
+            self._stop_without_room()
             return
         text, ids = trace.env_segment(renderer, env.episode.messages)
-        if trace.length + len(ids) + cfg.max_new_tokens > cfg.max_context_tokens:
+        if self.room(len(ids)) < cfg.max_new_tokens:
             env.request_final_answer()
             text, ids = trace.env_segment(renderer, env.episode.messages)
+        if self.room(len(ids)) < _min_reply(cfg):
+            env.stop_at_context_limit()
+            return
         trace.add_env(text, ids)
+
+    def _stop_without_room(self) -> None:
+        """End the episode truncated when its context leaves no useful room for another turn."""
+        if not self.env.done and self.room() < _min_reply(self.env.config):
+            self.env.stop_at_context_limit()
 
     def finish(self) -> Episode:
         """Return the finished episode with its token ids, mask and logprobs."""
@@ -251,6 +289,10 @@ def chat_renderer(tokenizer: Any, env: TravelEnv) -> ChatRenderer | None:
     if tokenizer is None:
         return None
     return ChatRenderer(tokenizer, env.episode.tool_schemas or None)
+
+
+def _min_reply(cfg: RolloutConfig) -> int:
+    return min(MIN_REPLY_TOKENS, cfg.max_new_tokens)
 
 
 def _timed(stats: RolloutStats, bucket: str, fn: Any, *args: Any) -> None:
