@@ -462,6 +462,8 @@ def vllm_kwargs(cfg: RLRunConfig) -> dict[str, Any]:
         "vllm_enable_sleep_mode": cfg.vllm_sleep_mode,
         "vllm_gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
         "vllm_tensor_parallel_size": cfg.vllm_tensor_parallel_size,
+        # the runner clamps every request to this length (prompt + max_tokens <= max_context_tokens, see
+        # star_lib.agent.rollout); an episode with no room left ends truncated, so vLLM never refuses one
         "vllm_max_model_length": int(cfg._pick("max_context_tokens")),
         "vllm_importance_sampling_correction": mode != "off",
     }
