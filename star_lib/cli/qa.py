@@ -12,6 +12,11 @@ Example::
 set, else beside the corpus, or in ``~/.cache/star_lib`` when that folder is read-only). Writes the
 per-question table to ``--out`` and the long summary (``dataset, metric, value``) beside it as
 ``<stem>_summary.parquet``.
+
+With ``--backend openai`` the key comes from ``$OPENAI_API_KEY`` (never printed; a local endpoint needs
+none). One request probes the endpoint first: one that cannot be reached, refuses the key or has no such
+model is refused in one line naming it (exit 2); and when every episode's request failed, nothing is
+written (exit 2), so a dead endpoint never reads as a 0 % score.
 """
 
 from __future__ import annotations
@@ -36,7 +41,11 @@ def register(subparsers: Any) -> None:
         "--model", required=True, help="'baseline' or a checkpoint folder / served model name"
     )
     parser.add_argument("--backend", choices=("transformers", "vllm", "openai"), default="transformers")
-    parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint root (--backend openai)")
+    parser.add_argument(
+        "--base-url",
+        default=None,
+        help="OpenAI-compatible endpoint root (--backend openai; default $OPENAI_BASE_URL), probed first",
+    )
     parser.add_argument("--device", type=device, default=None, help="torch device for --backend transformers")
     parser.add_argument(
         "--temperature", type=non_negative_float, default=0.0, help="sampling temperature (0 = greedy)"
@@ -140,7 +149,7 @@ def _check_runs_here(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace, cfg: Any, out: Path) -> int:
-    from star_lib.qa.evaluate import evaluate_qa, make_policy, summary_path, summary_table
+    from star_lib.qa.evaluate import check_endpoint, evaluate_qa, make_policy, summary_path, summary_table
 
     policy = make_policy(
         args.model,
@@ -149,6 +158,7 @@ def _run(args: argparse.Namespace, cfg: Any, out: Path) -> int:
         device=args.device,
         base_url=args.base_url,
     )
+    check_endpoint(policy)  # --backend openai: a dead endpoint is refused now, not scored as 0 %
     _, summary = evaluate_qa(
         policy,
         args.data_dir,

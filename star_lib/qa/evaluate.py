@@ -357,7 +357,52 @@ def evaluate_policy(
     """
     flat = [ex for name in examples for ex in examples[name]]
     episodes = run_qa_episodes(policy, flat, tools, cfg, progress=progress)
+    _refuse_all_failed(episodes, policy)
     return episodes_frame(episodes, model or policy_name(policy))
+
+
+def endpoint_url(policy: Any) -> str | None:
+    """Return the endpoint root an :class:`~star_lib.agent.policies.OpenAIPolicy` sends to (None: not one)."""
+    config = getattr(policy, "config", None)
+    if not hasattr(config, "api_key_env") or not hasattr(config, "base_url"):
+        return None
+    return config.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+
+
+def check_endpoint(policy: Any) -> None:
+    """Probe an OpenAI-compatible policy's endpoint once with a one-token request; other policies pass.
+
+    Raises:
+        EndpointError: (a ``ValueError``) when the endpoint cannot be reached, times out, refuses the key
+            (HTTP 401/403) or has no such model or route (404); the message names the endpoint, never the key.
+
+    """
+    from star_lib.synth.realise import EndpointError, probe_endpoint
+
+    url = endpoint_url(policy)
+    if url is None:
+        return
+    config = policy.config
+    key = os.environ.get(config.api_key_env) or "EMPTY"
+    error = probe_endpoint(url, config.model, key, timeout_s=min(config.timeout_s, 60.0))
+    if error is not None:
+        raise EndpointError(
+            f"--backend openai: the endpoint {url} cannot serve {config.model!r}: {error}; nothing evaluated"
+        )
+
+
+def _refuse_all_failed(episodes: Sequence[QAEpisode], policy: Any) -> None:
+    """Raise when the model backend failed in every episode: a table of zeros would read as a score."""
+    from star_lib.synth.realise import EndpointError
+
+    errors = [ep.episode.error for ep in episodes]
+    if not errors or not all(errors):
+        return
+    url = endpoint_url(policy)
+    where = f"at the endpoint {url}" if url else f"in the model backend {policy_name(policy)}"
+    raise EndpointError(
+        f"every one of the {len(errors)} episodes failed {where}: {errors[0]}; no results written"
+    )
 
 
 def make_policy(

@@ -490,11 +490,77 @@ def build_messages(record: QueryRecord) -> list[dict[str, str]]:
     return messages
 
 
+class EndpointError(ValueError):
+    """An OpenAI-compatible endpoint that cannot serve: unreachable, timing out, refusing the key, no model.
+
+    A ``ValueError``, so the command line prints it as one line and exits 2.
+    """
+
+
+PROBE_FATAL_STATUS: tuple[int, ...] = (401, 403, 404)
+"""HTTP statuses that a probe takes as final (bad key, no such route or model); 429 and 5xx may pass."""
+
+
+def describe_error(exc: BaseException, secret: str | None = None) -> str:
+    """Say in a few words why a request failed: ``connection refused``, ``timed out``, ``HTTP 401: …``.
+
+    ``secret`` (an API key) is masked wherever the text would show it.
+
+    >>> describe_error(ConnectionRefusedError(111, "Connection refused"))
+    'connection refused'
+    """
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        text = f"HTTP {status}: {' '.join(str(getattr(exc, 'message', exc)).split())[:160]}"
+    else:
+        text = _root_cause(exc)
+    if secret and secret != "EMPTY":
+        text = text.replace(secret, "***")
+    return text
+
+
+def _root_cause(exc: BaseException) -> str:
+    """Return the innermost OS reason of a transport error (``connection refused``), else the error's text."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    reason = None
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, TimeoutError) or "Timeout" in type(cause).__name__:
+            return "timed out"
+        if isinstance(cause, OSError) and cause.strerror:
+            reason = cause.strerror.lower()
+        cause = cause.__cause__ or cause.__context__
+    return reason or " ".join(str(exc).split())[:160] or type(exc).__name__
+
+
+def probe_endpoint(
+    base_url: str | None, model: str, api_key: str | None, timeout_s: float = 30.0
+) -> str | None:
+    """Send one one-token chat request; return why the endpoint cannot serve ``model``, or None.
+
+    Connection failures, timeouts and HTTP 401/403/404 (:data:`PROBE_FATAL_STATUS`) are final; any other
+    answer, an error status included, returns None and is left to the per-request retries.
+    """
+    import openai
+
+    client = openai.OpenAI(base_url=base_url, api_key=api_key or "EMPTY", timeout=timeout_s, max_retries=0)
+    try:
+        client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "ping"}], max_tokens=1, temperature=0.0
+        )
+    except openai.APIStatusError as exc:
+        return describe_error(exc, api_key) if exc.status_code in PROBE_FATAL_STATUS else None
+    except openai.OpenAIError as exc:  # connection refused, no such host, timeout
+        return describe_error(exc, api_key)
+    return None
+
+
 class LLMRealiser:
     """Back-translation through an OpenAI-compatible endpoint, with a checked template fallback.
 
     ``counts`` tracks ``requests``, ``errors``, ``rejected`` (answers the checker refused), ``accepted``
-    and ``fallback`` (records that got the template text).
+    and ``fallback`` (records that got the template text); ``last_error`` says why the latest request failed.
     """
 
     def __init__(self, config: LLMConfig | None = None, client: Any = None, sleep: Any = time.sleep) -> None:
@@ -517,6 +583,8 @@ class LLMRealiser:
             "accepted": 0,
             "fallback": 0,
         }
+        self.last_error: str | None = None
+        """Why the latest failed request failed (:func:`describe_error`, key masked)."""
 
     def __repr__(self) -> str:
         return f"LLMRealiser(base_url={self.config.base_url!r}, model={self.config.model!r})"
@@ -535,7 +603,8 @@ class LLMRealiser:
             )
         except openai.OpenAIError as exc:
             self.counts["errors"] += 1
-            log.warning("LLM realiser request failed (%s): %s", type(exc).__name__, str(exc)[:200])
+            self.last_error = describe_error(exc, self.config.api_key)
+            log.warning("LLM realiser request to %s failed: %s", self.config.base_url, self.last_error)
             return None
         choices = getattr(response, "choices", None) or []
         content = choices[0].message.content if choices and choices[0].message else None
