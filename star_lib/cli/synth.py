@@ -1,8 +1,16 @@
-"""``star synth``: synthesise feasible TravelPlanner tasks (STAR stage 1) into train/val/test files."""
+"""``star synth``: synthesise feasible TravelPlanner tasks (STAR stage 1) into train/val/test files.
+
+``--realiser llm`` back-translates through the OpenAI-compatible endpoint named by ``$STAR_LLM_BASE_URL``
+(model ``$STAR_LLM_MODEL``, key ``$STAR_LLM_API_KEY``, never printed). One request probes it first: an
+endpoint that cannot be reached (or refuses the key, or has no such model) is refused in one line naming
+it, exit 2, before any work. A query whose LLM answers fail or are refused by the checker gets the
+template text; how many did is printed on stderr, and when every query did, nothing is written (exit 2).
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from star_lib.cli import cores
@@ -35,7 +43,13 @@ def register(sub: Any) -> None:
         default=1,
         help="processes, at most the cores; output is identical for any value",
     )
-    p.add_argument("--realiser", choices=("template", "llm"), default="template", help="back-translation")
+    p.add_argument(
+        "--realiser",
+        choices=("template", "llm"),
+        default="template",
+        help="back-translation; llm: the endpoint $STAR_LLM_BASE_URL serving $STAR_LLM_MODEL (key "
+        "$STAR_LLM_API_KEY), probed first; exit 2 when it cannot serve or every query fell back",
+    )
     p.add_argument("--tie-break", choices=("cheapest", "best-rated", "random"), default="cheapest")
     p.add_argument("--no-parquet", action="store_true", help="write JSONL only")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -56,13 +70,47 @@ def run_synth(args: argparse.Namespace) -> int:
     cfg = SynthConfig(
         n=n, mix=mix, seed=args.seed, workers=args.workers, realiser=args.realiser, tie_break=args.tie_break
     )
+    llm = _checked_llm() if args.realiser == "llm" else None
     out = check_output_dir(args.out)
     with lock_output(out):  # a second run into the same folder is refused now, not after its work
         world = load_world(args.world)
-        result = synthesize(world, cfg, progress=not args.no_progress, world_spec=args.world)
+        result = synthesize(world, cfg, llm=llm, progress=not args.no_progress, world_spec=args.world)
+        if llm is not None:
+            _report_fallback(result.stats.get("realiser") or {}, llm)
         paths = write_dataset(result, out, parquet=not args.no_parquet)
     _print_summary(result.stats, paths)
     return 0
+
+
+def _checked_llm() -> Any:
+    """Read the LLM realiser's endpoint from the environment, probe it once, refuse it if it cannot serve."""
+    from star_lib.synth.realise import EndpointError, LLMConfig, probe_endpoint
+
+    llm = LLMConfig()
+    error = probe_endpoint(llm.base_url, str(llm.model), llm.api_key, timeout_s=llm.timeout_s)
+    if error is not None:
+        raise EndpointError(
+            f"--realiser llm: the LLM endpoint {llm.base_url} cannot serve {llm.model!r}: {error} "
+            "(set STAR_LLM_BASE_URL / STAR_LLM_MODEL, or use --realiser template); nothing written"
+        )
+    return llm
+
+
+def _report_fallback(counts: dict[str, int], llm: Any) -> None:
+    """Print how many queries fell back to the template realiser; refuse the run when every one did."""
+    from star_lib.synth.realise import EndpointError, probe_endpoint
+
+    fallback, total = counts.get("fallback", 0), sum(counts.values())
+    if not fallback:
+        return
+    error = probe_endpoint(llm.base_url, str(llm.model), llm.api_key, timeout_s=llm.timeout_s)
+    why = error or (
+        f"the request failed or the checker refused the answer, {llm.max_attempts} times per query"
+    )
+    line = f"{fallback} of {total} queries fell back to the template realiser: {llm.base_url}: {why}"
+    if fallback == total:
+        raise EndpointError(f"--realiser llm: {line}; nothing written (or use --realiser template)")
+    print(f"star synth: warning: {line}", file=sys.stderr)
 
 
 def _print_summary(stats: dict[str, Any], paths: dict[str, Any]) -> None:

@@ -35,9 +35,7 @@ def completion(text: str) -> dict[str, Any]:
         "object": "chat.completion",
         "created": 0,
         "model": "stub",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-        ],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     }
 
@@ -132,9 +130,11 @@ def test_qa_eval_every_request_failing_exits_2(
 ) -> None:
     # the one-token probe is answered; every episode's request is refused (HTTP 400 is not retried)
     url = stub(
-        lambda body, _: (200, completion("ok"))
-        if body.get("max_tokens") == 1
-        else (400, {"error": {"message": "context too long", "type": "invalid_request_error"}})
+        lambda body, _: (
+            (200, completion("ok"))
+            if body.get("max_tokens") == 1
+            else (400, {"error": {"message": "context too long", "type": "invalid_request_error"}})
+        )
     )
     argv, out = _qa_eval(tmp_path, url)
     assert main(argv) == 2
