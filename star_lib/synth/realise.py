@@ -8,6 +8,10 @@ Two realisers share one checker (:func:`missing_mentions`), which lists what a t
 * :class:`LLMRealiser` — any OpenAI-compatible chat endpoint, 3-shot, temperature 0.7 (spec §7), retries
   with exponential backoff; an answer is used only when the checker finds nothing missing, otherwise the
   template text is used and the fallback counted.
+
+:func:`probe_endpoint` sends one one-token request to tell a dead endpoint (connection refused, timeout,
+HTTP 401/403/404) from a live one before any work; :func:`describe_error` says in a few words why a request
+failed, with the key masked. ``star synth`` and ``star qa-eval`` raise :class:`EndpointError` (exit 2).
 """
 
 from __future__ import annotations
