@@ -1,14 +1,18 @@
 """HTTP handling of the chat server: where it listens, the connection cap, and the request handler.
 
 Built so that no client can block the server (standard library HTTP only): a body over ``max_body_bytes``
-gets ``413`` before it is read; idle or stalled sockets time out after ``socket_timeout_s``; at most
-``max_connections`` connections are served at once, further ones get ``503`` with ``Retry-After`` (never a
-connection reset); the listen backlog is large.
+gets ``413`` before it is read, and up to :data:`~star_lib.agent.serve.request.MAX_DISCARD_BYTES` of it are
+then read and discarded so that a client still sending reads the 413, not a reset; idle or stalled sockets
+time out after ``socket_timeout_s``; a request's head must arrive within ``head_timeout_s`` of its first byte
+and its body within ``body_timeout_s`` of its head (total time, not per read), else ``408`` and the
+connection closes; at most ``max_connections`` connections are served at once, further ones get ``503``
+with ``Retry-After`` (never a connection reset); the listen backlog is large.
 """
 
 from __future__ import annotations
 
 import errno
+import io
 import json
 import queue
 import select
@@ -19,7 +23,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
-from star_lib.agent.serve.request import Job, PreparedRequest, RequestError, parse_body
+from star_lib.agent.serve.request import MAX_DISCARD_BYTES, Job, PreparedRequest, RequestError, parse_body
 
 
 class ServerConfigError(ValueError):
@@ -119,13 +123,20 @@ def _error_payload(status: int, message: str, param: str | None = None) -> dict[
     }
 
 
-def _busy_response() -> bytes:
-    body = json.dumps(_error_payload(503, "too many open connections; retry later")).encode()
+def _closing_response(status: int, reason: str, message: str, extra_headers: str = "") -> bytes:
+    """Build a whole error response that closes the connection (for sockets no handler answers on)."""
+    body = json.dumps(_error_payload(status, message)).encode()
     head = (
-        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n{extra_headers}"
         f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
+
+
+def _busy_response() -> bytes:
+    return _closing_response(
+        503, "Service Unavailable", "too many open connections; retry later", "Retry-After: 1\r\n"
+    )
 
 
 class Rejector:
@@ -281,6 +292,74 @@ def _client_gone(sock: socket.socket) -> bool:
         return True
 
 
+class RequestOverdue(Exception):
+    """A client sent a request's head or body slower than its deadline allows (answered ``408``).
+
+    Not an :class:`OSError`: ``http.server`` closes a connection silently on a socket timeout, while this
+    one is answered.
+    """
+
+    def __init__(self, part: str, seconds: float) -> None:
+        super().__init__(f"the request {part} took longer than {seconds:g} s to arrive; send it at once")
+
+
+class DeadlineReader(io.RawIOBase):
+    """A socket's read side with one deadline over many reads (the handler's ``rfile`` reads through it).
+
+    The socket timeout bounds each read; the deadline bounds their sum, so a client that drips a byte now
+    and then cannot hold its connection (a slot of ``max_connections``) for long.
+
+    Args:
+        sock: The connection.
+        timeout: The per-read socket timeout, restored after each read (writes use it too).
+
+    """
+
+    def __init__(self, sock: socket.socket, timeout: float) -> None:
+        super().__init__()
+        self._sock = sock
+        self._timeout = timeout
+        self._deadline: float | None = None
+        self._pending: float | None = None  # a deadline that starts with the next byte received
+        self._part = "head"
+        self._seconds = 0.0
+
+    def readable(self) -> bool:
+        """Return True: this is a reader."""
+        return True
+
+    def arm(self, part: str, seconds: float, *, from_first_byte: bool = False) -> None:
+        """Give the reads of ``part`` (``head``, ``body``) ``seconds`` from now, or from the next byte."""
+        self._part, self._seconds = part, seconds
+        self._deadline = None if from_first_byte else time.monotonic() + seconds
+        self._pending = seconds if from_first_byte else None
+
+    def disarm(self) -> None:
+        """Drop the deadline (reads are bounded by the socket timeout alone)."""
+        self._deadline = self._pending = None
+
+    def readinto(self, buffer: Any) -> int:
+        """Receive into ``buffer``; raise :class:`RequestOverdue` once the deadline has passed."""
+        timeout = self._timeout
+        if self._deadline is not None:
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                raise RequestOverdue(self._part, self._seconds)
+            timeout = min(timeout, left)
+        self._sock.settimeout(timeout)
+        try:
+            received = self._sock.recv_into(buffer)
+        except TimeoutError:
+            if self._deadline is not None and time.monotonic() >= self._deadline:
+                raise RequestOverdue(self._part, self._seconds) from None
+            raise  # the per-read timeout: http.server closes the connection
+        finally:
+            self._sock.settimeout(self._timeout)
+        if received and self._pending is not None:
+            self._deadline, self._pending = time.monotonic() + self._pending, None
+        return received
+
+
 # ───────────────────────────── the request handler ─────────────────────────────
 
 
@@ -291,6 +370,8 @@ class ChatBackend(Protocol):
     api_key: str | None
     max_body_bytes: int
     socket_timeout_s: float
+    head_timeout_s: float
+    body_timeout_s: float
 
     @property
     def queued(self) -> int:
@@ -343,6 +424,29 @@ class ChatHandler(BaseHTTPRequestHandler):
     chat: ChatBackend
     """The server whose model answers."""
 
+    def setup(self) -> None:
+        """Read the connection through a :class:`DeadlineReader` (``http.server``'s own file is closed)."""
+        super().setup()
+        self.rfile.close()
+        self.reader = DeadlineReader(self.connection, self.chat.socket_timeout_s)
+        self.rfile = io.BufferedReader(self.reader)
+
+    def handle_one_request(self) -> None:
+        """Serve one request; its head must arrive within ``head_timeout_s`` of its first byte, else 408."""
+        self.reader.arm("head", self.chat.head_timeout_s, from_first_byte=True)
+        try:
+            super().handle_one_request()
+        except RequestOverdue as exc:
+            self.chat.count("too_slow")
+            self.close_connection = True
+            try:  # whatever was sent so far, no answer has been: reads come before any write
+                self.connection.sendall(_closing_response(408, "Request Timeout", str(exc)))
+            except OSError:
+                return
+            _linger(self.connection, seconds=self.chat.body_timeout_s)
+        finally:
+            self.reader.disarm()
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         """Log nothing: request headers carry the API key."""
 
@@ -394,7 +498,9 @@ class ChatHandler(BaseHTTPRequestHandler):
                 f"the body is {length} bytes; this server accepts at most {self.chat.max_body_bytes}",
                 status=413,
             )
+        self.reader.arm("body", self.chat.body_timeout_s)
         raw = self.rfile.read(length)
+        self.reader.disarm()
         if len(raw) < length:
             self.close_connection = True
             raise RequestError(f"the body ended after {len(raw)} of {length} bytes")
@@ -441,13 +547,20 @@ class ChatHandler(BaseHTTPRequestHandler):
             self.wfile.write(data)
             self.wfile.flush()
             if self.close_connection:
-                _linger(self.connection)
+                _linger(self.connection, seconds=self.chat.body_timeout_s)
         except OSError:
             self.close_connection = True  # the client went away mid-answer
 
 
-def _linger(sock: socket.socket, seconds: float = 1.0, most_bytes: int = 4 * 1024 * 1024) -> None:
-    """Shut the write side and discard what the client still sends, so closing does not reset the answer."""
+def _linger(
+    sock: socket.socket, *, seconds: float, quiet_s: float = 1.0, most_bytes: int = MAX_DISCARD_BYTES
+) -> None:
+    """Shut the write side and discard what the client still sends, so closing does not reset the answer.
+
+    A client still sending a refused body (a 413) reads its answer once it is done sending, so the body is
+    drained until the client closes, sends nothing for ``quiet_s``, has sent ``most_bytes`` or ``seconds``
+    have passed.
+    """
     try:
         sock.shutdown(socket.SHUT_WR)
         deadline = time.monotonic() + seconds
@@ -456,10 +569,10 @@ def _linger(sock: socket.socket, seconds: float = 1.0, most_bytes: int = 4 * 102
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            sock.settimeout(left)
+            sock.settimeout(min(quiet_s, left))
             chunk = sock.recv(65536)
             if not chunk:
                 break
             drained += len(chunk)
-    except OSError:
+    except OSError:  # a timeout included
         pass

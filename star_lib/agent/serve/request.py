@@ -12,10 +12,13 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from star_lib.agent.policies import Conversation, SamplingParams, TransformersPolicy
+from star_lib.agent.policies import Conversation, SamplingParams
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
 """Default bound on a request body (a full 32k-token conversation is ~150 kB of JSON)."""
+MAX_DISCARD_BYTES = 32 * 1024 * 1024
+"""Most bytes of a refused body read and discarded after its answer, so a client still sending it reads the
+status instead of a connection reset (a larger body is cut off)."""
 MAX_JSON_DEPTH = 32
 """Deepest nesting of arrays/objects accepted in a request body."""
 ROLES = ("system", "user", "assistant", "tool")
@@ -84,11 +87,12 @@ def parse_body(raw: bytes) -> Any:
 
 
 def parse_request(
-    body: Any, policy: TransformersPolicy, max_new_tokens_limit: int
+    body: Any, defaults: SamplingParams, max_new_tokens_limit: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int | None, SamplingParams, int | None]:
     """Check a decoded body's fields: ``(messages, tools, max_tokens, sampling, seed)``.
 
-    Unset sampling fields take the policy's defaults; ``max_tokens`` is None when the body sets none.
+    Unset sampling fields take ``defaults`` (the server's, never another request's); ``max_tokens`` is
+    None when the body sets none.
 
     Raises:
         RequestError: naming the malformed field (400).
@@ -113,7 +117,7 @@ def parse_request(
     for name in ("max_tokens", "max_completion_tokens"):  # max_completion_tokens wins when both are set
         if body.get(name) is not None:
             max_tokens = _integer(body, name, 1, max_new_tokens_limit)
-    default = policy.sampling
+    default = defaults
     temperature = _number(body, "temperature", default.temperature, 0.0, 2.0)
     top_p = _number(body, "top_p", default.top_p, 0.0, 1.0)
     if top_p == 0:

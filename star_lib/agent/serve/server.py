@@ -7,6 +7,7 @@ and a generation running past ``generation_timeout_s`` stops with 503.
 
 from __future__ import annotations
 
+import copy
 import math
 import queue
 import secrets
@@ -45,6 +46,10 @@ class ChatServer:
         max_queue: Requests waiting for the model beyond the one generating; more get 429.
         max_connections: Connections served at once; more get 503 (bounds the server's threads).
         socket_timeout_s: A connection idle (or stalled mid-request) this long is closed.
+        head_timeout_s: Deadline for a request's line and headers, counted from its first byte (total
+            time, not per read): a client dripping them slower gets 408 and its connection closed.
+        body_timeout_s: Deadline for a request's body, counted from the end of its headers (408 past it);
+            also the most time spent draining a refused body so its client reads the answer.
         max_body_bytes: Largest request body; larger gets 413.
         generation_timeout_s: Stop a generation running longer than this (503); None = no limit.
 
@@ -66,6 +71,8 @@ class ChatServer:
         max_queue: int = 32,
         max_connections: int = 128,
         socket_timeout_s: float = 30.0,
+        head_timeout_s: float = 10.0,
+        body_timeout_s: float = 60.0,
         max_body_bytes: int = MAX_BODY_BYTES,
         generation_timeout_s: float | None = None,
     ) -> None:
@@ -78,6 +85,8 @@ class ChatServer:
         }
         seconds = {
             "socket_timeout_s": socket_timeout_s,
+            "head_timeout_s": head_timeout_s,
+            "body_timeout_s": body_timeout_s,
             "generation_timeout_s": 1 if generation_timeout_s is None else generation_timeout_s,
         }
         for name, value in counts.items():
@@ -87,21 +96,26 @@ class ChatServer:
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
                 raise ServerConfigError(f"{name} must be a positive number of seconds, got {value!r}")
         self.policy = policy
+        self.sampling = policy.sampling
+        """Sampling defaults of a request that sets no ``temperature``/``top_p``/``top_k``/``seed``."""
         self.model_name = model_name
         self.api_key = api_key
         self.max_new_tokens_limit = max_new_tokens_limit
         self.max_context_tokens = max_context_tokens or _model_context(policy)
         self.max_body_bytes = max_body_bytes
         self.socket_timeout_s = socket_timeout_s
+        self.head_timeout_s = head_timeout_s
+        self.body_timeout_s = body_timeout_s
         self.generation_timeout_s = generation_timeout_s
         self.stats: Counter[str] = Counter()
-        """Outcome counts: ``ok``, ``bad_request``, ``too_large``, ``queue_full``, ``busy``, ``cancelled``…"""
+        """Outcome counts: ``ok``, ``bad_request``, ``too_large``, ``too_slow``, ``queue_full``, ``busy``…"""
         self._stats_lock = threading.Lock()
         self._lock = threading.Lock()  # one generation at a time
         self._render_lock = threading.Lock()  # a fast tokenizer is not safe to share across threads
         self._jobs: queue.Queue[Job] = queue.Queue(maxsize=max_queue)
         self._current: Job | None = None
         self._seconds_per_job = 1.0  # running mean, for Retry-After
+        self._generations = 0  # offsets the default seed of requests that send none
         self._stopping = threading.Event()
         family, sockaddr = resolve_listen_address(host, port)
         self._rejector = Rejector()
@@ -180,7 +194,7 @@ class ChatServer:
     def prepare(self, body: Any) -> PreparedRequest:
         """Validate a request body and render its prompt (raises :class:`RequestError`)."""
         messages, tools, max_tokens, sampling, seed = parse_request(
-            body, self.policy, self.max_new_tokens_limit
+            body, self.sampling, self.max_new_tokens_limit
         )
         conversation = Conversation(messages=messages, tools=tools)
         with self._render_lock:
@@ -297,12 +311,18 @@ class ChatServer:
                 raise _Aborted("timeout")
 
         with self._lock:
-            old = self.policy.sampling
-            self.policy.sampling = request.sampling
+            # this request's sampling goes on a shallow copy (same model and tokenizer): requests validated
+            # meanwhile, in handler threads, read the server's defaults, never this request's
+            policy = copy.copy(self.policy)
+            policy.sampling = request.sampling
+            seed = request.seed
+            if seed is None and request.sampling.seed is not None:
+                seed = request.sampling.seed + self._generations
+            self._generations += 1
             hook = self.policy.model.register_forward_pre_hook(check)
             try:
-                generation = self.policy.generate(
-                    [request.conversation], max_new_tokens=request.max_tokens, seed=request.seed
+                generation = policy.generate(
+                    [request.conversation], max_new_tokens=request.max_tokens, seed=seed
                 )[0]
             except _Aborted as exc:
                 if str(exc) == "timeout":
@@ -314,7 +334,6 @@ class ChatServer:
                 raise
             finally:
                 hook.remove()
-                self.policy.sampling = old
         return self._response(request, generation)
 
     def _response(self, request: PreparedRequest, generation: Any) -> dict[str, Any]:
