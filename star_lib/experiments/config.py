@@ -365,8 +365,12 @@ def read_config(spec: str | Path) -> ExperimentConfig:
 
     """
     path = config_path(spec)
+    data = read_yaml(path)
+    if data is None:
+        # an empty file is a mistake (a save that failed, the wrong file), not a request for every default
+        raise ConfigError(f"{path}: the file is empty; an experiment config names at least a name and model")
     try:
-        return ExperimentConfig.from_dict(read_yaml(path) or {})
+        return ExperimentConfig.from_dict(data)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 
