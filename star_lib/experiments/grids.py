@@ -220,9 +220,27 @@ PAPER_RL: dict[str, Any] = {
     "vllm_sleep_mode": True,  # the engine releases its memory during the update; VLLMPolicy wakes it
     "vllm_gpu_memory_utilization": 0.3,  # weights (bf16) + KV cache of one 32k context fit (star plan)
     "prompts_per_step": 16,  # × G 8 = 128 episodes per step (global): 16 per GPU on 8, 8 on 16
+    "max_steps": 125,  # 2,000 prompt draws: every data arm (≤ 2,000 prompts) sees its pool at least once
+    "save_steps": 5,  # a checkpoint every ~25-40 min: a step is ~5-8 min of 128 episodes of ≤ 60 turns
 }
 """RL settings of every paper-scale grid (``star plan`` checks them against a cluster profile). Not from the
-paper: it does not give its rollout batch; 128 episodes split into whole groups on 8 and 16 GPUs."""
+paper, which gives neither its rollout batch nor its step count: 128 episodes split into whole groups on 8
+and 16 GPUs; 125 steps so that the data arms differ in epochs over the same number of draws (100 prompts
+seen 20 times … 2,000 once) and each CURRICULUM phase gets ≥ 40 steps (41.7); a checkpoint every 5 steps so
+a requeued job loses at most about half an hour of GPU time."""
+PAPER_SYNTH: dict[str, Any] = {"n_base": 1000}
+"""Synthesis of every paper-scale grid: ~1 k SFT tasks, as many as Agent-STAR's ~1 k SFT trajectories."""
+PAPER_SFT: dict[str, Any] = {"save_steps": 20}
+"""SFT settings of every paper-scale grid beyond the preset's (4 epochs, lr 5e-6, 20,480-token cutoff): a
+checkpoint every 20 steps (64 trajectories of ≤ 20,480 tokens a step on 8 GPUs, ~1-2 min a step; ~1 k
+trajectories × 4 epochs are ~60 steps)."""
+PAPER_EVAL: dict[str, Any] = {
+    "temperature": 0.6,  # Agent-STAR's inference decoding
+    "top_p": 0.95,
+    "max_turns": 60,
+    "also_modes": ["official"],  # the official evaluator's verdicts beside the strict ones
+}
+"""Evaluation settings of every paper-scale grid: the paper's decoding, scored in both evaluator modes."""
 
 
 def base_config(scale: str) -> ExperimentConfig:
@@ -235,7 +253,10 @@ def base_config(scale: str) -> ExperimentConfig:
                 "model": "qwen2.5-3b",
                 "rl_data_size": 1000,  # spec §7: ~1K RL prompts
                 "world": {"source": "synthetic", "scale": "full"},
+                "synth": dict(PAPER_SYNTH),
+                "sft": dict(PAPER_SFT),
                 "rl": dict(PAPER_RL),
+                "eval": dict(PAPER_EVAL),
             }
         )
     raise ConfigError(f"scale: {scale!r} is not allowed; choose one of {list(SCALES)}")

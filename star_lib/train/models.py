@@ -178,7 +178,7 @@ class ModelPreset:
             raise ValueError(f"preset {self.name!r} needs exactly one of hub_id or architecture")
 
 
-def _qwen(size: str, epochs: int) -> ModelPreset:
+def _qwen(size: str) -> ModelPreset:
     return ModelPreset(
         name=f"qwen2.5-{size.lower()}",
         description=f"Qwen2.5-{size}-Instruct (paper scale; GPU)",
@@ -188,17 +188,17 @@ def _qwen(size: str, epochs: int) -> ModelPreset:
             learning_rate=5e-6,  # paper: SFT cold start, lr 5e-6, cosine, warmup 0.1
             lr_scheduler_type="cosine",
             warmup_ratio=0.1,
-            num_train_epochs=float(epochs),  # paper: 6 epochs for 1.5B, 4 for 3B and 7B
+            num_train_epochs=4.0,  # Agent-STAR's SFT recipe (issue 20): 4 epochs, full fine-tune
             per_device_train_batch_size=1,  # not in the paper: one long trajectory per device
             gradient_accumulation_steps=8,  # not in the paper
-            max_length=32768,  # paper: long context; Qwen2.5's native window
+            max_length=20480,  # Agent-STAR's SFT cutoff: 20,480 tokens
             bf16=True,
             gradient_checkpointing=True,
         ),
         rl=RLHyperparams(
             learning_rate=1e-6,  # TRL's GRPO default; not a value quoted from the paper
             num_generations=8,
-            max_turns=30,  # STAR's inference code allows 50; the expert needs up to ~20
+            max_turns=60,  # Agent-STAR's inference allows up to 60 turns; the expert needs up to ~20
             max_context_tokens=32768,
             max_new_tokens=1024,
             gradient_checkpointing=True,
@@ -307,9 +307,9 @@ PRESETS: dict[str, ModelPreset] = {
             gradient_checkpointing=False,
         ),
     ),
-    "qwen2.5-1.5b": _qwen("1.5B", epochs=6),
-    "qwen2.5-3b": _qwen("3B", epochs=4),
-    "qwen2.5-7b": _qwen("7B", epochs=4),
+    "qwen2.5-1.5b": _qwen("1.5B"),
+    "qwen2.5-3b": _qwen("3B"),
+    "qwen2.5-7b": _qwen("7B"),
 }
 """All presets by name."""
 

@@ -149,7 +149,7 @@ def test_sft_copy_warmup_runs_before_sft(sft_file: Path, tmp_path: Path):
 def test_sft_build_config_takes_preset_then_overrides(native_bf16):
     cfg = SFTRunConfig(data="d", output_dir="runs/x", preset="qwen2.5-1.5b")
     args = build_sft_config(cfg)
-    assert args.learning_rate == 5e-6 and args.lr_scheduler_type == "cosine" and args.num_train_epochs == 6
+    assert args.learning_rate == 5e-6 and args.lr_scheduler_type == "cosine" and args.num_train_epochs == 4
     assert args.warmup_steps == 0.1 and args.assistant_only_loss and args.pad_to_multiple_of == 64
     assert args.output_dir == str(Path("runs/x") / "checkpoints")
     cfg = SFTRunConfig(
@@ -157,10 +157,11 @@ def test_sft_build_config_takes_preset_then_overrides(native_bf16):
         output_dir="o",
         preset="qwen2.5-7b",
         learning_rate=1e-5,
+        num_train_epochs=2,
         trl_overrides={"weight_decay": 0.05},
     )
     args = build_sft_config(cfg)
-    assert args.learning_rate == 1e-5 and args.num_train_epochs == 4 and args.weight_decay == 0.05
+    assert args.learning_rate == 1e-5 and args.num_train_epochs == 2 and args.weight_decay == 0.05
 
 
 @pytest.mark.parametrize(

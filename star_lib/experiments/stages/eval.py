@@ -54,6 +54,9 @@ class EvalStageConfig:
     """Generation backend of a model, from :data:`POLICY_BACKENDS`."""
     temperature: float = 0.0
     """Sampling temperature; 0 (greedy, the default) makes a score independent of sampling luck."""
+    top_p: float = field(default=1.0, metadata={"key": "when-set"})
+    """Nucleus sampling with ``temperature`` > 0 (the paper's inference: 0.6 and 0.95); 1 keeps every token.
+    Part of the cache key only when set."""
     max_queries: int | None = None
     """Evaluate at most this many queries (None: the whole split); also caps the OOD split."""
     ood: dict[str, Any] = field(default_factory=dict)
@@ -99,7 +102,7 @@ class EvalStageConfig:
             raise ValueError(f"models: {list(self.models)} must be distinct names from {list(EVAL_MODELS)}")
         if self.policy not in POLICY_BACKENDS:
             raise ValueError(f"policy {self.policy!r} is not allowed; choose one of {list(POLICY_BACKENDS)}")
-        SamplingParams(temperature=self.temperature)  # the rollouts' own rule: finite, >= 0
+        SamplingParams(temperature=self.temperature, top_p=self.top_p)  # the rollouts' own rules
 
 
 def _stage_fields() -> dict[str, Any]:

@@ -112,7 +112,7 @@ def load_policy(cfg: Any, path: Path | None) -> Any:
 
     if path is None:
         return expert(cfg.protocol, cfg.seed)
-    sampling = SamplingParams(temperature=cfg.temperature, seed=cfg.seed)
+    sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed)
     return make_policy(cfg.policy, model=path, sampling=sampling, protocol=cfg.protocol)
 
 
@@ -509,7 +509,7 @@ def _chunk_in_worker(
     The world is loaded once per process, the policy once per process and table (``tag``): like
     :func:`_episodes` in one process, each table's episodes start from a fresh policy (an empty KV cache).
     """
-    key = (tag, str(model), cfg.policy, cfg.protocol, cfg.temperature, cfg.seed)
+    key = (tag, str(model), cfg.policy, cfg.protocol, cfg.temperature, cfg.top_p, cfg.seed)
     if _WORKER_CACHE.get("policy_key") != key:  # one policy at a time: a new table drops the last one
         _WORKER_CACHE["policy"], _WORKER_CACHE["policy_key"] = load_policy(cfg, model), key
     return _chunk_frame(cfg, _WORKER_CACHE["policy"], _worker_world(world_dir), start, chunk, check)
