@@ -20,24 +20,21 @@ from typing import Any
 from star_lib.experiments.profiles import ClusterProfile
 from star_lib.io import read_json, write_text_atomic
 
-LAUNCH_ENV = ("STAR_LAUNCHER", "STAR_GPUS_PER_NODE", "STAR_NODES", "STAR_ACCELERATE_CONFIG")
+LAUNCH_ENV = (
+    "STAR_LAUNCHER",
+    "STAR_GPUS_PER_NODE",
+    "STAR_PROCESSES_PER_NODE",
+    "STAR_NODES",
+    "STAR_ACCELERATE_CONFIG",
+    "ACCELERATE_USE_CPU",
+)
 """Environment variables a job sets for its training stages."""
 
 
-def launcher_settings(env: dict[str, str] | None = None) -> tuple[str, int, int]:
-    """``(launcher, gpus per node, nodes)`` from the environment; ``("none", 0, 1)`` outside a profile job."""
-    env = dict(os.environ if env is None else env)
-    return (
-        env.get("STAR_LAUNCHER", "none"),
-        int(env.get("STAR_GPUS_PER_NODE", "0") or 0),
-        int(env.get("STAR_NODES", "1") or 1),
-    )
-
-
 def wants_launcher(env: dict[str, str] | None = None) -> bool:
-    """Return True when training should run under torchrun/accelerate (a launcher and > 1 GPU in all)."""
-    launcher, gpus, nodes = launcher_settings(env)
-    return launcher != "none" and gpus * nodes > 1
+    """Return True when training should run under torchrun/accelerate (a launcher and > 1 process in all)."""
+    profile = ClusterProfile.from_launch_env(env)
+    return profile.launcher != "none" and profile.processes_per_node_or_gpus * profile.nodes > 1
 
 
 def master_address(env: dict[str, str] | None = None) -> str:

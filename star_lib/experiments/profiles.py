@@ -50,6 +50,9 @@ class ClusterProfile:
     """Nodes per job (the paper's 7B runs use 2 nodes × 8 A100)."""
     gpus_per_node: int = 0
     """GPUs per node (paper: 8)."""
+    processes_per_node: int | None = None
+    """Training processes per node (None: one per GPU). A profile without GPUs sets it to rehearse
+    data-parallel training on CPU: its processes talk over gloo (``ACCELERATE_USE_CPU=1``)."""
     tasks_per_node: int = 1
     """Slurm tasks per node; keep 1 — torchrun/accelerate start the per-GPU processes."""
     cpus_per_task: int = 1
@@ -97,6 +100,9 @@ class ClusterProfile:
             or self.gpus_per_node < 0
         ):
             raise ConfigError(f"gpus_per_node: {self.gpus_per_node!r} is not allowed; give an integer >= 0")
+        value = self.processes_per_node
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"processes_per_node: {value!r} is not allowed; give an integer >= 1 (or null)")
         if self.accelerate_config is not None and (
             not isinstance(self.accelerate_config, str) or self.launcher != "accelerate"
         ):
@@ -192,7 +198,7 @@ class ClusterProfile:
         ``SLURM_JOB_NUM_NODES``, the first host of ``SLURM_JOB_NODELIST`` via ``MASTER_ADDR`` when set).
         """
         env = dict(os.environ if env is None else env)
-        gpus = max(self.gpus_per_node, 1)
+        gpus = self.processes_per_node_or_gpus
         if self.launcher == "none":
             return [sys.executable, "-m", module, *args]
         nodes = int(env.get("SLURM_JOB_NUM_NODES", self.nodes))
@@ -230,19 +236,28 @@ class ClusterProfile:
             *args,
         ]
 
+    @property
+    def processes_per_node_or_gpus(self) -> int:
+        """Training processes per node of a distributed stage: ``processes_per_node``, else one per GPU."""
+        return self.processes_per_node or max(self.gpus_per_node, 1)
+
     def launch_env(self) -> dict[str, str]:
         """Environment a job gives its training stages (read back by :meth:`from_launch_env`).
 
         The accelerate config travels as an absolute path: the job's working directory need not be the
-        submitter's.
+        submitter's. Processes without GPUs get ``ACCELERATE_USE_CPU=1``: with ``--multi_gpu`` that makes
+        accelerate start one CPU process per slot joined over gloo (``--cpu`` would start only one).
         """
         env = {
             "STAR_LAUNCHER": self.launcher,
             "STAR_GPUS_PER_NODE": str(self.gpus_per_node),
+            "STAR_PROCESSES_PER_NODE": str(self.processes_per_node_or_gpus),
             "STAR_NODES": str(self.nodes),
         }
         if self.accelerate_config:
             env["STAR_ACCELERATE_CONFIG"] = str(Path(self.accelerate_config).resolve())
+        if not self.gpus_per_node and self.processes_per_node_or_gpus > 1:
+            env["ACCELERATE_USE_CPU"] = "1"
         return env
 
     @classmethod
@@ -254,6 +269,7 @@ class ClusterProfile:
             cluster="slurm",
             nodes=int(env.get("STAR_NODES", "1") or 1),
             gpus_per_node=int(env.get("STAR_GPUS_PER_NODE", "0") or 0),
+            processes_per_node=int(env.get("STAR_PROCESSES_PER_NODE", "0") or 0) or None,
             launcher=env.get("STAR_LAUNCHER", "none"),
             accelerate_config=env.get("STAR_ACCELERATE_CONFIG") or None,
         )

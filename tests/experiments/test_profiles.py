@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from star_lib.experiments.config import ConfigError
-from star_lib.experiments.launch import launcher_settings, wants_launcher
+from star_lib.experiments.launch import wants_launcher
 from star_lib.experiments.profiles import ClusterProfile, load_profile
 
 SLURM_DIR = Path(__file__).resolve().parents[2] / "slurm"
@@ -100,9 +100,22 @@ def test_profiles_launch_commands_carry_node_rank_and_rendezvous():
 
 def test_profiles_launch_env_switches_training_to_the_launcher():
     env = load_profile(SLURM_DIR / "a100-16gpu-2node.yaml").launch_env()
-    assert launcher_settings(env) == ("accelerate", 8, 2) and wants_launcher(env)
+    job = ClusterProfile.from_launch_env(env)
+    assert (job.launcher, job.processes_per_node_or_gpus, job.nodes) == ("accelerate", 8, 2)
+    assert wants_launcher(env) and "ACCELERATE_USE_CPU" not in env
     assert not wants_launcher(ClusterProfile().launch_env())
     assert not wants_launcher({})
+
+
+def test_profiles_a_cpu_profile_with_two_processes_launches_two_gloo_ranks():
+    cpu = ClusterProfile(cluster="slurm", processes_per_node=2, launcher="accelerate")
+    env = cpu.launch_env()
+    assert wants_launcher(env) and env["ACCELERATE_USE_CPU"] == "1"  # --cpu would start one process
+    command = ClusterProfile.from_launch_env(env).launch_command("m", [], {})
+    assert "--multi_gpu" in command and "--num_processes=2" in command
+    assert not wants_launcher(ClusterProfile(cluster="slurm", launcher="accelerate").launch_env())
+    with pytest.raises(ConfigError, match="processes_per_node"):
+        ClusterProfile(processes_per_node=0)
 
 
 FULL = "cluster: local\nnodes: 1\ngpus_per_node: 0\ncpus_per_task: 1\nmem_gb: 1\ntimeout_min: 5\n"
