@@ -1,7 +1,8 @@
 """The end SFT and RL share: train, then save the final model, its tokenizer and protocol, and the metrics.
 
-Run folder after it: ``model/`` (weights, tokenizer, the protocol its episodes speak) and an up-to-date
-``metrics.parquet``.
+Run folder after it: ``model/`` (weights, tokenizer, the protocol its episodes speak), an up-to-date
+``metrics.parquet`` and, when several processes trained, ``ranks.json``: what each rank did and a digest of
+its final weights (they must be one set; ranks that diverged fail the run).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from star_lib.train.metrics import MetricsLog
 
+RANKS_FILE = "ranks.json"
+"""What each training process did (:func:`record_ranks`), in the run folder."""
+
 
 def train_and_save(
     trainer: Any,
@@ -22,6 +26,7 @@ def train_and_save(
     tokenizer: Any,
     protocol: str,
     metrics: MetricsLog,
+    rank_facts: dict[str, Any] | None = None,
 ) -> tuple[Path, float]:
     """Run ``trainer.train()``, save the model under ``out/model`` and flush ``metrics``.
 
@@ -32,6 +37,7 @@ def train_and_save(
         tokenizer: The tokenizer saved beside the model.
         protocol: The episode protocol written beside the model (``react`` | ``compact``).
         metrics: The run's metrics log, written after the model.
+        rank_facts: What this process trained on, for :func:`record_ranks` (e.g. its rollouts' queries).
 
     Returns:
         ``(model_dir, seconds)``: the final model's folder and the wall-clock time of ``trainer.train()``.
@@ -43,6 +49,7 @@ def train_and_save(
     start = time.monotonic()
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     seconds = time.monotonic() - start
+    record_ranks(trainer, out, rank_facts or {})
     model_dir = out / "model"
     trainer.save_model(str(model_dir))  # transformers saves on the main process only
     if is_main_process():
@@ -50,3 +57,47 @@ def train_and_save(
         write_protocol(model_dir, protocol)
     metrics.flush()
     return model_dir, seconds
+
+
+def record_ranks(trainer: Any, out: Path, facts: dict[str, Any]) -> None:
+    """Gather each rank's facts and weight digest to rank 0, which writes ``out/ranks.json``.
+
+    Only when several processes train (DDP: every rank holds the whole model). Every rank raises when the
+    digests differ: data-parallel ranks that end with different weights trained different models.
+    """
+    from accelerate.utils import gather_object
+
+    from star_lib.io import write_json_atomic
+
+    accelerator = trainer.accelerator
+    if accelerator.num_processes < 2:
+        return
+    mine = {
+        "rank": accelerator.process_index,
+        "world_size": accelerator.num_processes,
+        "distributed_type": str(accelerator.distributed_type),
+        "backend": str(accelerator.state.backend),
+        "weights_sha256": weights_digest(accelerator.unwrap_model(trainer.model)),
+        **facts,
+    }
+    ranks = sorted(gather_object([mine]), key=lambda r: r["rank"])
+    if accelerator.is_main_process:
+        write_json_atomic(out / RANKS_FILE, {"ranks": ranks})
+    if len({r["weights_sha256"] for r in ranks}) > 1:
+        raise RuntimeError(
+            f"the {len(ranks)} training processes ended with different weights ({out / RANKS_FILE}): "
+            "they did not train one data-parallel model"
+        )
+
+
+def weights_digest(model: Any) -> str:
+    """SHA-256 of a model's parameters and buffers (names and bytes, in name order)."""
+    import hashlib
+
+    import torch
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,20 @@ def is_main_process(env: Mapping[str, str] | None = None) -> bool:
         return int(env.get("RANK", "0") or 0) == 0
     except ValueError:
         raise ValueError(f"RANK={env.get('RANK')!r} is not an integer") from None
+
+
+@contextmanager
+def main_process_first() -> Iterator[None]:
+    """Run the block on global rank 0 first, then on the other ranks (a no-op in a single process).
+
+    For files every rank reads and rank 0 alone writes (a tiny run's ``base/``). The state is the one the
+    trainer will use: on CPU ranks (``ACCELERATE_USE_CPU=1``) a gloo group, else the launcher's backend.
+    """
+    from accelerate.state import PartialState
+    from accelerate.utils import parse_flag_from_env
+
+    with PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU")).main_process_first():
+        yield
 
 
 class MetricsLog:

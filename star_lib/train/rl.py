@@ -669,8 +669,15 @@ def run_rl(
     trainer.add_callback(TrainerCountersCallback(trainer, checkpoint))
     _show_progress(trainer)
     metrics = trainer.star_metrics  # type: ignore[attr-defined]
+    queries = trainer.star_rollouts.queries  # type: ignore[attr-defined]
     model_dir, seconds = train_and_save(
-        trainer, checkpoint, out, tokenizer=trainer.processing_class, protocol=cfg.protocol, metrics=metrics
+        trainer,
+        checkpoint,
+        out,
+        tokenizer=trainer.processing_class,
+        protocol=cfg.protocol,
+        metrics=metrics,
+        rank_facts={"queries_per_call": queries},
     )
     return RLResult(
         output_dir=out,

@@ -125,24 +125,36 @@ def mask_truncated_episodes(output: dict[str, Any], episodes: Sequence[Episode])
     return output
 
 
-def episode_metrics(episodes: Sequence[Episode], prefix: str = "env/") -> dict[str, float]:
+def episode_metrics(
+    episodes: Sequence[Episode],
+    prefix: str = "env/",
+    gather: Callable[[list[Any]], list[Any]] | None = None,
+) -> dict[str, float]:
     """Return the one episode summary (:func:`star_lib.agent.summary.episode_summary`) under ``prefix``.
 
     Keys: ``{prefix}<summary key>`` (``final_pass``, ``cs_micro``, ``truncation_rate``, ``faults``, …) with
     the training reward as ``{prefix}reward`` / ``{prefix}reward_se``; and ``reward/<ingredient>`` (before
-    the format gate) with ``reward/format_ok``.
+    the format gate) with ``reward/format_ok``. With ``gather`` (``accelerate.utils.gather_object`` under
+    several processes) the summary is over every rank's episodes, the same on each rank.
     """
+    import polars as pl
+
     from star_lib.agent.rollout import episodes_frame
     from star_lib.agent.summary import episode_summary
     from star_lib.rewards import reward_components
 
     if not episodes:
         return {}
-    summary = episode_summary(episodes_frame(episodes), reward_column="reward")
+    frame = episodes_frame(episodes)
+    parts = [reward_components(ep.report, ep.malformed) for ep in episodes]
+    if gather is not None:  # every rank's episodes, as this rank's frame types them
+        frame = pl.from_dicts(gather(frame.to_dicts()), schema=frame.schema)
+        parts = gather(parts)
+    summary = episode_summary(frame, reward_column="reward")
     metrics = {f"{prefix}{k}": float(v) for k, v in summary.items()}
     components: dict[str, list[float]] = {}
-    for ep in episodes:
-        for key, value in reward_components(ep.report, ep.malformed).items():
+    for part in parts:
+        for key, value in part.items():
             components.setdefault(key, []).append(float(value))
     # reward_components names its keys ``reward/<ingredient>`` (before the format gate) + ``reward/format_ok``
     metrics.update({k if "/" in k else f"reward/{k}": sum(v) / len(v) for k, v in components.items()})
@@ -162,6 +174,9 @@ class RolloutLog:
         self.path = Path(path)
         self.write = is_main_process() if write is None else write
         """Whether :meth:`append` records anything (default: on the main process only)."""
+        self.queries: list[list[int | None]] = []
+        """The query ``idx`` of every episode this process rolled out, one list per rollout call (every rank
+        keeps its own, for ``ranks.json``; not part of a checkpoint)."""
         self.frames: list[Any] = []
         if self.path.is_file():
             import polars as pl
@@ -291,9 +306,14 @@ def make_rollout_func(
                 if callable(release):  # vLLM: drain the TP group, put the engine back to sleep
                     release()
         output = mask_truncated_episodes(trl_rollout_output(episodes), episodes)
-        _add_reward_inputs(cfg, output, episodes, step, metrics)
+        gather = None  # several processes: the step's metrics cover every rank's episodes
+        if getattr(getattr(trainer, "accelerator", None), "num_processes", 1) > 1:
+            from accelerate.utils import gather_object as gather
+        _add_reward_inputs(cfg, output, episodes, step, metrics, gather)
         metrics["time/rollout_s"] = time.perf_counter() - start
         log_metrics(trainer, metrics)
+        if rollout_log is not None:
+            rollout_log.queries.append([ep.query.idx for ep in episodes])
         if rollout_log is not None and cfg.rollouts_per_step:
             rollout_log.append(step, "train", episodes[: cfg.rollouts_per_step])
         return output
@@ -302,7 +322,12 @@ def make_rollout_func(
 
 
 def _add_reward_inputs(
-    cfg: Any, output: dict[str, Any], episodes: Sequence[Episode], step: int, metrics: dict[str, float]
+    cfg: Any,
+    output: dict[str, Any],
+    episodes: Sequence[Episode],
+    step: int,
+    metrics: dict[str, float],
+    gather: Callable[[list[Any]], list[Any]] | None = None,
 ) -> None:
     """Shape TRL's rows for the rewards; add ``env/``, ``reward/``, ``curriculum/`` metrics (in place).
 
@@ -321,7 +346,7 @@ def _add_reward_inputs(
         ]
         metrics["reward/milestone_credit"] = sum(output["milestone"]) / max(1, len(episodes))
     output["model_tokens"] = [sum(mask) for mask in output["env_mask"]]  # overlong shaping input
-    metrics.update(episode_metrics(episodes))
+    metrics.update(episode_metrics(episodes, gather=gather))
     if cfg.reward == "curriculum":
         from star_lib.rewards import CURRICULUM_STAGES, curriculum_stage
 

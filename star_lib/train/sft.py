@@ -384,19 +384,19 @@ def prepare_model(cfg: SFTRunConfig, rows: list[dict[str, Any]]) -> tuple[Any, A
         return load_model_and_tokenizer(preset, path=cfg.model_path)
     if not preset.is_tiny:
         return load_model_and_tokenizer(preset)
+    from star_lib.train.metrics import main_process_first
+
     base = Path(cfg.output_dir) / "base"
-    if (
-        base / "config.json"
-    ).is_file():  # a resumed run keeps the tokenizer its checkpoints were trained with
-        return load_model_and_tokenizer(preset, path=base)
-    built = build_tiny(
-        tokenizer_corpus(rows),
-        base,
-        tokenizer_config=cfg.tokenizer,
-        architecture=preset.architecture,
-        seed=cfg.seed,
-    )
-    return load_model_and_tokenizer(preset, path=built.path)
+    with main_process_first():  # rank 0 builds base/; the other ranks then load it
+        if not (base / "config.json").is_file():  # a resumed run keeps the tokenizer it was trained with
+            build_tiny(
+                tokenizer_corpus(rows),
+                base,
+                tokenizer_config=cfg.tokenizer,
+                architecture=preset.architecture,
+                seed=cfg.seed,
+            )
+    return load_model_and_tokenizer(preset, path=base)
 
 
 def make_sft_trainer(cfg: SFTRunConfig, model: Any, tokenizer: Any, rows: list[dict[str, Any]], callbacks=()):
@@ -553,8 +553,11 @@ def run_sft(cfg: SFTRunConfig) -> SFTResult:
     from star_lib.train.finish import train_and_save
 
     protocol = detect_protocol(rows[0]["messages"])  # the protocol its data speaks
+    facts = {}
+    if trainer.accelerator.num_processes > 1:  # for ranks.json: each rank iterates its own share of the rows
+        facts["batches_per_epoch"] = len(trainer.get_train_dataloader())
     model_dir, seconds = train_and_save(
-        trainer, checkpoint, out, tokenizer=tokenizer, protocol=protocol, metrics=metrics
+        trainer, checkpoint, out, tokenizer=tokenizer, protocol=protocol, metrics=metrics, rank_facts=facts
     )
     losses = metrics.values("sft", "train/loss")
     return SFTResult(
