@@ -190,16 +190,169 @@ def test_resume_cli_flag_continues_the_run(rl_dir, tmp_path, capsys):
     assert (tmp_path / "run" / "checkpoints" / "checkpoint-2" / "star_state.json").is_file()
 
 
+def fake_checkpoint(
+    run: Path, step: int, kind: str = "rl", *, world_size: int = 1, deepspeed: bool = False
+) -> Path:
+    """Write ``<run>/checkpoints/checkpoint-<step>`` as transformers and our callbacks do (tiny files)."""
+    import torch
+    from safetensors.torch import save_file
+
+    from star_lib.train.resume import COUNTERS_FILE, STATE_FILE
+
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "config.yaml").write_text(f"{kind}:\n  output_dir: {run}\n")  # what run_sft / run_rl write first
+    folder = run / "checkpoints" / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    save_file({"w": torch.ones(64, 64)}, str(folder / "model.safetensors"))
+    if deepspeed:  # the engine's own folder holds the optimizer, one shard per rank
+        tag = folder / f"global_step{step}"
+        tag.mkdir()
+        torch.save({"module": 1}, tag / "mp_rank_00_model_states.pt")
+        for rank in range(world_size):
+            torch.save({"m": torch.ones(64)}, tag / f"bf16_zero_pp_rank_{rank}_mp_rank_00_optim_states.pt")
+        (folder / "latest").write_text(tag.name)
+    else:
+        torch.save({"state": {0: {"exp_avg": torch.ones(64, 64)}}}, folder / "optimizer.pt")
+        torch.save({"last_epoch": step}, folder / "scheduler.pt")
+    for rank in range(world_size):
+        name = "rng_state.pth" if world_size == 1 else f"rng_state_{rank}.pth"
+        torch.save({"cpu": torch.random.get_rng_state()}, folder / name)
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    if kind == "rl":
+        (folder / STATE_FILE).write_text(json.dumps({"calls": step}))
+    counters = {"train_tokens": 0, "loss_sum": 0.0, "world_size": world_size}
+    (folder / COUNTERS_FILE).write_text(json.dumps(counters))
+    return folder
+
+
+def cut_short(file: Path) -> None:
+    """Truncate ``file`` to half its length, as a kill during its write leaves it."""
+    data = file.read_bytes()
+    file.write_bytes(data[: len(data) // 2])
+
+
 def test_resume_picks_the_last_complete_checkpoint(tmp_path):
     from star_lib.train.resume import STATE_FILE, find_checkpoint
 
-    for step, complete in ((2, True), (10, True), (11, False)):
-        folder = tmp_path / "checkpoints" / f"checkpoint-{step}"
-        folder.mkdir(parents=True)
-        (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
-        if complete:
-            (folder / STATE_FILE).write_text('{"calls": 1}')
+    for step in (2, 10, 11):
+        fake_checkpoint(tmp_path, step)
+    (tmp_path / "checkpoints" / "checkpoint-11" / STATE_FILE).unlink()  # killed between the two writes
     assert find_checkpoint(tmp_path) == tmp_path / "checkpoints" / "checkpoint-10"  # numeric order, complete
-    assert (
-        find_checkpoint(tmp_path / "checkpoints" / "checkpoint-11").name == "checkpoint-11"
-    )  # explicit wins
+    assert find_checkpoint(tmp_path / "checkpoints") == tmp_path / "checkpoints" / "checkpoint-10"
+    explicit = tmp_path / "checkpoints" / "checkpoint-2"
+    assert find_checkpoint(explicit) == explicit  # a complete checkpoint named explicitly wins
+
+
+def test_resume_never_falls_back_to_an_incomplete_only_checkpoint(tmp_path):
+    """A job preempted while saving its only checkpoint starts afresh, not loading it on every requeue."""
+    from star_lib.experiments.stages.training import resume_point
+    from star_lib.train.resume import COUNTERS_FILE, STATE_FILE, find_checkpoint
+
+    folder = fake_checkpoint(tmp_path, 5)
+    (folder / STATE_FILE).unlink()  # killed after trainer_state.json, before our callbacks
+    (folder / COUNTERS_FILE).unlink()
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint under .* is complete \(checkpoint-5: star_"):
+        find_checkpoint(tmp_path)  # an explicit resume (star rl --resume) is told why
+    assert resume_point(tmp_path) is None  # the training stage starts from scratch
+    with pytest.raises(FileNotFoundError, match="checkpoint-5 is not a complete checkpoint"):
+        find_checkpoint(folder)  # named explicitly: refused, not loaded
+    (tmp_path / "checkpoints" / "checkpoint-3").mkdir()  # killed before it wrote anything
+    assert resume_point(tmp_path) is None
+
+
+def test_resume_complete_differs_for_sft_and_rl(tmp_path):
+    """SFT checkpoints carry no star_state.json; star_counters.json (both kinds' last write) marks done."""
+    from star_lib.train.resume import COUNTERS_FILE, STATE_FILE, find_checkpoint
+
+    sft = tmp_path / "sft"
+    for step in (2, 4):
+        fake_checkpoint(sft, step, "sft")
+    newest = sft / "checkpoints" / "checkpoint-4"
+    assert not (newest / STATE_FILE).exists() and find_checkpoint(sft) == newest
+    (newest / COUNTERS_FILE).unlink()  # killed after trainer_state.json, before the counters callback
+    assert find_checkpoint(sft) == sft / "checkpoints" / "checkpoint-2"
+
+    rl = tmp_path / "rl"
+    fake_checkpoint(rl, 1, "rl")
+    folder = fake_checkpoint(rl, 3, "rl")
+    (folder / STATE_FILE).unlink()  # an RL checkpoint needs its rollout RNG streams even with the counters
+    assert find_checkpoint(rl) == rl / "checkpoints" / "checkpoint-1"
+    from star_lib.train.resume import checkpoint_problem
+
+    assert "star_state.json" in checkpoint_problem(folder)
+    assert checkpoint_problem(folder, kind="sft") is None  # the caller may say which kind it resumes
+    with pytest.raises(ValueError, match="kind"):
+        checkpoint_problem(folder, kind="dpo")
+
+
+DAMAGES = [
+    # (what a kill while saving leaves, what checkpoint_problem then says)
+    (lambda c: cut_short(c / "model.safetensors"), "model.safetensors is cut short"),
+    (lambda c: (c / "model.safetensors").unlink(), "no model weights"),
+    (lambda c: cut_short(c / "optimizer.pt"), "optimizer.pt is not a whole torch.save file"),
+    (lambda c: (c / "optimizer.pt").unlink(), "optimizer.pt is missing"),
+    (lambda c: (c / "scheduler.pt").unlink(), "scheduler.pt is missing"),
+    (lambda c: cut_short(c / "rng_state_1.pth"), "rng_state_1.pth is not a whole"),
+    (lambda c: (c / "rng_state_1.pth").unlink(), "rng_state_1.pth missing"),
+    (lambda c: cut_short(c / "trainer_state.json"), "trainer_state.json is not whole JSON"),
+    (lambda c: cut_short(c / "star_counters.json"), "star_counters.json is not whole JSON"),
+]
+
+
+@pytest.mark.parametrize(("damage", "reason"), DAMAGES, ids=[reason for _, reason in DAMAGES])
+def test_resume_skips_a_checkpoint_with_missing_or_cut_short_files(tmp_path, damage, reason):
+    from star_lib.train.resume import find_checkpoint
+
+    fake_checkpoint(tmp_path, 1, world_size=2)
+    newest = fake_checkpoint(tmp_path, 2, world_size=2)
+    assert find_checkpoint(tmp_path) == newest
+    damage(newest)
+    assert find_checkpoint(tmp_path) == tmp_path / "checkpoints" / "checkpoint-1"
+    from star_lib.train.resume import checkpoint_problem
+
+    assert reason in checkpoint_problem(newest)
+
+
+def test_resume_checks_sharded_and_deepspeed_checkpoints(tmp_path):
+    import shutil
+
+    from star_lib.train.resume import find_checkpoint
+
+    sharded = tmp_path / "sharded"
+    fake_checkpoint(sharded, 1)
+    folder = fake_checkpoint(sharded, 2)
+    (folder / "model.safetensors").rename(folder / "model-00001-of-00002.safetensors")
+    index = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert find_checkpoint(sharded).name == "checkpoint-1"  # the second shard never made it
+    shutil.copy(folder / "model-00001-of-00002.safetensors", folder / "model-00002-of-00002.safetensors")
+    assert find_checkpoint(sharded) == folder
+
+    ds = tmp_path / "ds"
+    fake_checkpoint(ds, 5, world_size=2, deepspeed=True)
+    folder = fake_checkpoint(ds, 7, world_size=2, deepspeed=True)
+    assert find_checkpoint(ds) == folder  # no optimizer.pt / scheduler.pt: DeepSpeed's folder has them
+    (folder / "global_step7" / "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt").unlink()
+    assert find_checkpoint(ds).name == "checkpoint-5"
+    from star_lib.train.resume import checkpoint_problem
+
+    assert "1 of 2 optimizer shards" in checkpoint_problem(folder)
+    (folder / "latest").write_text("global_step9")
+    assert "global_step9 folder is missing" in checkpoint_problem(folder)
+
+
+def test_counters_callback_records_the_world_size_atomically(tmp_path):
+    from types import SimpleNamespace
+
+    from star_lib.train.resume import COUNTERS_FILE, TrainerCountersCallback
+
+    trainer = SimpleNamespace(_total_train_tokens=12, _total_loss_scalar=1.5, _tr_loss=None)
+    args = SimpleNamespace(output_dir=str(tmp_path), should_save=True, world_size=4)
+    TrainerCountersCallback(trainer).on_save(args, SimpleNamespace(global_step=3), None)
+    folder = tmp_path / "checkpoint-3"
+    assert json.loads((folder / COUNTERS_FILE).read_text()) == {
+        "train_tokens": 12,
+        "loss_sum": 1.5,
+        "world_size": 4,  # a complete checkpoint holds rng_state_0.pth … rng_state_3.pth
+    }
+    assert [p.name for p in folder.iterdir()] == [COUNTERS_FILE]  # no temporary file left behind
