@@ -13,6 +13,15 @@ micro-batch = ``micro_batch_size × context``):
   weights *are* the fp32 master and bf16 is autocast). DDP replicates all of it; ZeRO-2 shards gradients
   and moments over ``N``; ZeRO-3 and FSDP2 (full shard) shard everything, and gather one layer's bf16
   weights at a time (the largest module, the embedding, counted twice for prefetch).
+- **DDP's gradient buckets** (plain DDP on more than one GPU): PyTorch's ``DistributedDataParallel``
+  all-reduces gradients through flat buckets of its own, each capped at ``bucket_cap_mb`` (25 MiB by
+  default) but allocated together for *every* parameter when DDP wraps the model, so they add up to the
+  whole gradient size in the gradients' dtype (fp32 here: ``4·P``). With ``gradient_as_bucket_view=True``
+  the gradients are views into the buckets instead — the DDP docstring's "the saved memory size will be
+  equal to the total gradients size" — but transformers' Trainer builds its
+  ``DistributedDataParallelKwargs`` without that flag (accelerate's default: False), so each GPU holds
+  both copies; the buckets live as long as the DDP module, through the rollout too. One GPU is not wrapped
+  in DDP; ZeRO and FSDP reduce through their own (sharded) buffers and are not counted here.
 - **activations** (bf16, FlashAttention/SDPA: no ``T²`` term): with gradient checkpointing one hidden state
   per layer is kept (``2·h·T·L``) plus one layer recomputed in full; without it every layer's tensors
   (``2·(8h + 2·kv + 4i)·T`` per layer: norms, q/k/v, attention output, residuals, the gated MLP).
@@ -171,6 +180,9 @@ class TrainingPlanInput:
     """The engine releases its share during the update."""
     vllm_tensor_parallel_size: int = 1
     """GPUs one engine spans."""
+    gradient_as_bucket_view: bool = False
+    """DDP's gradients are views into its all-reduce buckets (no second copy). transformers' Trainer never
+    sets it (its ``DistributedDataParallelKwargs`` takes accelerate's default, False)."""
 
 
 @dataclass(frozen=True)
@@ -183,8 +195,9 @@ class MemoryPlan:
     gpus: int
     gpu_memory_gib: float
     terms: dict[str, float]
-    """``weights``, ``gradients``, ``optimizer``, ``gathered_weights``, ``activations``, ``logits``,
-    ``vllm`` (its share while rolling out), ``overhead`` — GiB per GPU."""
+    """``weights``, ``gradients``, ``ddp_buckets`` (DDP's all-reduce copy of the gradients),
+    ``optimizer``, ``gathered_weights``, ``activations``, ``logits``, ``vllm`` (its share while rolling
+    out), ``overhead`` — GiB per GPU."""
     update_gib: float
     """Peak while computing the loss and its gradient."""
     rollout_gib: float
@@ -262,9 +275,11 @@ def plan_training(
         activations += shape.layer_activation_bytes_per_token() * tokens
     else:
         activations = shape.layer_activation_bytes_per_token() * tokens * shape.num_hidden_layers
+    buckets = strategy == "ddp" and gpus > 1 and not inputs.gradient_as_bucket_view
     terms = {
         "weights": 4 * p / shard_state / GIB,
         "gradients": 4 * p / shard_rest / GIB,
+        "ddp_buckets": 4 * p / GIB if buckets else 0.0,  # fp32, like the gradients they copy
         "optimizer": 8 * p / shard_rest / GIB,
         "gathered_weights": (2 * 2 * shape.embedding_parameters / GIB) if shard_state > 1 else 0.0,
         "activations": activations / GIB,
@@ -278,10 +293,9 @@ def plan_training(
     held_in_update = (VLLM_ASLEEP_GIB if inputs.vllm_sleep_mode else share) if vllm else 0.0
     update = sum(v for k, v in terms.items() if k != "vllm") + held_in_update
     rollout = 0.0
-    if vllm:  # gradients are freed after the step; weights and moments stay on the GPU
-        rollout = (
-            terms["weights"] + terms["optimizer"] + terms["gathered_weights"] + share + CUDA_OVERHEAD_GIB
-        )
+    if vllm:  # gradients are freed after the step; weights, moments and DDP's buckets stay on the GPU
+        kept = terms["weights"] + terms["ddp_buckets"] + terms["optimizer"] + terms["gathered_weights"]
+        rollout = kept + share + CUDA_OVERHEAD_GIB
     plan = MemoryPlan(
         stage=inputs.stage,
         preset=inputs.preset,
@@ -308,6 +322,12 @@ def _problems(plan: MemoryPlan, inputs: TrainingPlanInput, shape: ModelShape) ->
                 + (" replicated" if plan.strategy == "ddp" else "")
                 + "): shard it with --strategy zero3 (slurm/accelerate/zero3.yaml, or zero3-2node.yaml "
                 "on 2 nodes), or use more GPUs"
+            )
+        if terms["ddp_buckets"] > 0:
+            out.append(
+                f"DDP's gradient buckets take {terms['ddp_buckets']:.1f} GiB (PyTorch's all-reduce buffers, "
+                "a second fp32 copy of the gradients: transformers leaves gradient_as_bucket_view off): "
+                "--strategy zero3 (slurm/accelerate/zero3.yaml) reduces through sharded buffers instead"
             )
         if not inputs.gradient_checkpointing:
             out.append(f"activations take {terms['activations']:.1f} GiB: turn gradient_checkpointing on")

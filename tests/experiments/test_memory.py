@@ -119,10 +119,44 @@ def test_star_plan_refuses_7b_under_ddp_on_8_a100s_and_accepts_zero3_on_16(tmp_p
     assert "16 GPU(s) of 80 GiB, zero3" in out and out.count(": fits") == 2  # sft and rl
 
 
-def test_star_plan_paper_1_5b_and_3b_fit_one_node_under_ddp(tmp_path, capsys):
-    for model in ("qwen2.5-1.5b", "qwen2.5-3b"):
-        code = main(["plan", str(_experiment(tmp_path, model)), "--cluster", str(SLURM / "a100-8gpu.yaml")])
-        assert code == 0, capsys.readouterr().err
+def test_star_plan_paper_1_5b_fits_one_node_under_ddp_but_3b_rl_needs_zero3(tmp_path, capsys):
+    """With DDP's gradient buckets counted, the 3B RL update (32k context) outgrows 80 GiB under DDP."""
+    node = ["--cluster", str(SLURM / "a100-8gpu.yaml")]
+    code = main(["plan", str(_experiment(tmp_path, "qwen2.5-1.5b")), *node])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.count(": fits") == 2 and out.count("ddp_buckets           5.8 GiB") == 2  # sft and rl
+    code = main(["plan", str(_experiment(tmp_path, "qwen2.5-3b")), *node])
+    out, err = capsys.readouterr()
+    assert code == 2 and "rl of qwen2.5-3b does not fit 8 × 80 GiB under ddp" in err
+    assert "DDP's gradient buckets take 11.5 GiB" in out and "zero3" in err
+    zero3 = ["--accelerate-config", str(SLURM / "accelerate" / "zero3.yaml")]
+    code = main(["plan", str(_experiment(tmp_path, "qwen2.5-3b")), *node, *zero3])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "8 GPU(s) of 80 GiB, zero3" in out and out.count(": fits") == 2
+
+
+def test_memory_ddp_gradient_buckets_are_a_second_fp32_copy_of_the_gradients():
+    """PyTorch DDP all-reduces through buckets covering every parameter (gradient_as_bucket_view=False)."""
+    p = MODEL_SHAPES["qwen2.5-1.5b"].parameters
+    run = TrainingPlanInput("qwen2.5-1.5b", use_vllm=True)
+    ddp = plan_training(run, gpus=8, gpu_memory_gib=80, strategy="ddp")
+    assert ddp.terms["ddp_buckets"] * GIB == pytest.approx(4 * p) == ddp.terms["gradients"] * GIB
+    assert "  ddp_buckets           5.8 GiB" in ddp.table().splitlines()  # a line of its own in star plan
+    views = plan_training(
+        TrainingPlanInput("qwen2.5-1.5b", use_vllm=True, gradient_as_bucket_view=True),
+        gpus=8,
+        gpu_memory_gib=80,
+        strategy="ddp",
+    )
+    assert views.terms["ddp_buckets"] == 0.0
+    assert (ddp.update_gib - views.update_gib) * GIB == pytest.approx(4 * p)
+    assert (ddp.rollout_gib - views.rollout_gib) * GIB == pytest.approx(4 * p)  # kept while rolling out
+    one_gpu = plan_training(run, gpus=1, gpu_memory_gib=80, strategy="ddp")  # no DDP wrapper on one GPU
+    assert one_gpu.terms["ddp_buckets"] == 0.0
+    for strategy in ("zero2", "zero3", "fsdp2"):  # their own (sharded) reduce buffers, not DDP's
+        assert plan_training(run, gpus=8, gpu_memory_gib=80, strategy=strategy).terms["ddp_buckets"] == 0.0
 
 
 def test_star_plan_refuses_a_batch_that_does_not_split_over_the_cluster(tmp_path, capsys):
