@@ -25,7 +25,7 @@ def test_packaging_environment_yml_carries_the_same_pins_as_pyproject():
 def test_packaging_torch_and_trl_pinned_as_the_stack_requires():
     deps = _pyproject()["project"]["dependencies"]
     assert "torch==2.13.0" in deps and "trl==1.16.0" in deps
-    assert _pyproject()["project"]["optional-dependencies"]["gpu"] == ["vllm==0.31.0", "deepspeed>=0.17"]
+    assert _pyproject()["project"]["optional-dependencies"]["gpu"] == ["vllm==0.31.0", "deepspeed>=0.18.6"]
 
 
 def test_packaging_ci_runs_exactly_make_test():
