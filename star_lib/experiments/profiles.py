@@ -70,7 +70,7 @@ class ClusterProfile:
     """How distributed stages launch inside the job, one of :data:`LAUNCHERS`."""
     accelerate_config: str | None = None
     """``launcher: accelerate`` only: the accelerate config every node launches with (``slurm/accelerate/``:
-    DDP for 1.5B/3B, DeepSpeed ZeRO-3 for 7B on two nodes); None launches plain multi-GPU DDP."""
+    DDP for 1.5B, DeepSpeed ZeRO-3 on one node or two for 3B and 7B); None launches plain multi-GPU DDP."""
     gpu_memory_gb: float | None = None
     """Memory of one GPU in GB, for ``star plan`` (None: guessed from the profile's name, e.g. a100 → 80)."""
     setup: tuple[str, ...] = ()

@@ -92,3 +92,24 @@ def test_a_paper_grid_that_fits_reaches_sbatch_and_its_jobs_launch_with_the_prof
     zero3 = str((ROOT / "slurm" / "accelerate" / "zero3-2node.yaml").resolve())
     assert command[:5] == [sys.executable, "-m", "accelerate.commands.launch", "--config_file", zero3]
     assert "--num_processes=16" in command and "--machine_rank=1" in command
+
+
+@pytest.mark.parametrize("grid", ["reward-paper", "algorithm-paper"])
+def test_every_paper_grid_fits_one_8_gpu_node_under_zero3_and_launches_with_it(tmp_path, fake_slurm, grid):
+    """The one-node ZeRO-3 profile the refusal names takes the 3B and 7B runs that DDP refuses."""
+    from star_lib.experiments.launch import launched_command
+
+    env, log = fake_slurm
+    (tmp_path / "ddp").mkdir()
+    refused = _submit(tmp_path / "ddp", env, grid, "a100-8gpu.yaml")  # the 3B RL (and 7B) runs: refused
+    assert refused.returncode == 2 and "slurm/a100-8gpu-zero3.yaml" in refused.stderr, refused.stderr
+    done = _submit(tmp_path, env, grid, "a100-8gpu-zero3.yaml")
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().count("\n") == 1  # one job array
+    submitit = tmp_path / "runs" / grid / "_submitit"
+    with (submitit / "4242_0_submitted.pkl").open("rb") as f:
+        job = pickle.load(f)
+    command = launched_command("sft", Path("sft_launch.json"), dict(job.function.launch))
+    zero3 = str((ROOT / "slurm" / "accelerate" / "zero3.yaml").resolve())
+    assert command[:5] == [sys.executable, "-m", "accelerate.commands.launch", "--config_file", zero3]
+    assert "--num_processes=8" in command
