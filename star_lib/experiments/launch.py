@@ -113,11 +113,11 @@ def main(argv: list[str] | None = None) -> int:
 
         run_sft(SFTRunConfig(**values))
     else:
+        from star_lib.train.resume import resume_point
         from star_lib.train.rl import RLRunConfig, run_rl
 
         values["curriculum_boundaries"] = tuple(values.get("curriculum_boundaries") or (1 / 3, 2 / 3))
-        resume = any((Path(values["output_dir"]) / "checkpoints").glob("checkpoint-*"))
-        run_rl(RLRunConfig(**values), resume=resume)
+        run_rl(RLRunConfig(**values), resume=resume_point(values["output_dir"]) or False)
     return 0
 
 

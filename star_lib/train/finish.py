@@ -46,6 +46,8 @@ def train_and_save(
     from star_lib.agent.protocol import write_protocol
     from star_lib.train.metrics import is_main_process
 
+    if checkpoint:
+        _cpu_ranks_load_on_cpu(trainer)
     start = time.monotonic()
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     seconds = time.monotonic() - start
@@ -57,6 +59,21 @@ def train_and_save(
         write_protocol(model_dir, protocol)
     metrics.flush()
     return model_dir, seconds
+
+
+def _cpu_ranks_load_on_cpu(trainer: Any) -> None:
+    """Make CPU ranks restore a checkpoint's optimizer onto ``cpu``, not ``cpu:0``.
+
+    Several CPU processes (accelerate's MULTI_CPU, the rehearsal's gloo ranks) get the device
+    ``torch.device("cpu", 0)``; the Trainer resumes with ``torch.load(map_location=args.device)`` when
+    ``world_size > 1``, and torch has no restore location named ``cpu:0`` — every resumed run fails. The
+    device is a cached property of the arguments: point it at plain ``cpu`` (the same memory).
+    """
+    import torch
+
+    device = trainer.args.device
+    if device.type == "cpu" and device.index is not None:
+        trainer.args.__dict__["_setup_devices"] = torch.device("cpu")
 
 
 def record_ranks(trainer: Any, out: Path, facts: dict[str, Any]) -> None:

@@ -311,7 +311,7 @@ def find_checkpoint(path: str | Path, kind: str | None = None) -> Path:
     Raises:
         FileNotFoundError: When there is no complete checkpoint (saying where it looked and what each one
             lacks), or the named checkpoint is incomplete. A training stage catches it and starts afresh
-            (``star_lib.experiments.stages.training.resume_point``).
+            (:func:`resume_point`).
 
     """
     folder = Path(path)
@@ -337,6 +337,17 @@ def find_checkpoint(path: str | Path, kind: str | None = None) -> Path:
         f"no checkpoint under {folder}{found}: a run saves one every save_steps steps into "
         "<run>/checkpoints/; start without resume, or lower save_steps"
     )
+
+
+def resume_point(out: str | Path) -> Path | None:
+    """Return the checkpoint a training stage in ``out`` resumes from (None: no complete one, start afresh).
+
+    What a requeued job asks, in the stage (in-process) and in every launched rank alike.
+    """
+    try:
+        return find_checkpoint(out)
+    except FileNotFoundError:
+        return None
 
 
 def checkpoint_step(checkpoint: str | Path) -> int:

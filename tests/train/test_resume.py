@@ -245,8 +245,7 @@ def test_resume_picks_the_last_complete_checkpoint(tmp_path):
 
 def test_resume_never_falls_back_to_an_incomplete_only_checkpoint(tmp_path):
     """A job preempted while saving its only checkpoint starts afresh, not loading it on every requeue."""
-    from star_lib.experiments.stages.training import resume_point
-    from star_lib.train.resume import COUNTERS_FILE, STATE_FILE, find_checkpoint
+    from star_lib.train.resume import COUNTERS_FILE, STATE_FILE, find_checkpoint, resume_point
 
     folder = fake_checkpoint(tmp_path, 5)
     (folder / STATE_FILE).unlink()  # killed after trainer_state.json, before our callbacks

@@ -14,7 +14,7 @@ from typing import Any
 from star_lib.experiments.config import ExperimentConfig
 from star_lib.experiments.stages.common import fault_config
 from star_lib.experiments.stages.registry import RunConfigSpec, RunSection, Stage
-from star_lib.experiments.stages.training import resume_point, train_and_record
+from star_lib.experiments.stages.training import train_and_record
 
 
 def axis_fields(axes: Mapping[str, Any]) -> dict[str, Any]:
@@ -43,6 +43,7 @@ def path_fields(inputs: Mapping[str, Path], out: Path) -> dict[str, Any]:
 
 def run_rl_stage(cfg: RunSection, inputs: Mapping[str, Path], out: Path) -> dict[str, Any]:
     """Run RL from the SFT model on the RL prompts; the policy sees the experiment's tool faults."""
+    from star_lib.train.resume import resume_point
     from star_lib.train.rl import RLRunConfig, run_rl
 
     run_cfg = RLRunConfig(**path_fields(inputs, out), **axis_fields(cfg.axes), **cfg.options)

@@ -14,7 +14,7 @@ from typing import Any
 
 from star_lib.experiments.config import ExperimentConfig
 from star_lib.experiments.stages.registry import RunConfigSpec, RunSection, Stage
-from star_lib.experiments.stages.training import resume_point, train_and_record
+from star_lib.experiments.stages.training import train_and_record
 
 
 def axis_fields(axes: Mapping[str, Any]) -> dict[str, Any]:
@@ -36,6 +36,7 @@ def run_sft_stage(cfg: RunSection, inputs: Mapping[str, Path], out: Path) -> dic
 
     Under torchrun/accelerate when the job holds several GPUs (see :mod:`star_lib.experiments.launch`).
     """
+    from star_lib.train.resume import resume_point
     from star_lib.train.sft import SFTRunConfig, run_sft
 
     checkpoint = resume_point(out)  # a requeued job continues from what its previous attempt saved here

@@ -1,4 +1,7 @@
-"""What the sft and rl stages share: resuming a preempted job, and turning a training log into metric rows."""
+"""What the sft and rl stages share: running under the job's launcher, turning a training log into metrics.
+
+A preempted job resumes from :func:`star_lib.train.resume.resume_point`.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from star_lib.experiments.stages.common import metrics_rows, write_metrics
-
-
-def resume_point(out: Path) -> Path | None:
-    """Return the checkpoint a training stage in ``out`` resumes from (None: no complete one, start afresh).
-
-    The trainer writes ``trainer_state.json`` last: a job stopped while saving its first checkpoint has none.
-    """
-    from star_lib.train.resume import find_checkpoint
-
-    try:
-        return find_checkpoint(out)
-    except FileNotFoundError:
-        return None
 
 
 def train_and_record(run_cfg: Any, out: Path, stage: str, run_fn: Callable[[Any], Any]) -> None:
