@@ -133,6 +133,7 @@ def check_grid(runs: list[ExperimentConfig], profile: ClusterProfile) -> None:
         f"{len(misfits)} run(s) do not fit the cluster profile {profile.name} ({first.gpus} × "
         f"{first.gpu_memory_gib:g} GiB, {first.strategy}): {names}. {first.stage} of {first.preset} peaks at "
         f"{first.peak_gib:.1f} GiB of {first.budget_gib:.1f} usable; {first.problems[0]}. Submit them with a "
-        "profile whose accelerate_config shards the training state (slurm/a100-8gpu-zero3.yaml: ZeRO-3 on one "
-        "node; slurm/a100-16gpu-2node.yaml: on 2 nodes); `star plan CONFIG --cluster PROFILE` prints each plan"
+        "profile whose accelerate_config shards the training state (slurm/a100-8gpu-zero3.yaml: ZeRO-3 on "
+        "one node; slurm/a100-16gpu-2node.yaml: on 2 nodes); `star plan CONFIG --cluster PROFILE` prints "
+        "each plan"
     )
