@@ -7,7 +7,9 @@
 - ``stats`` — arms, bootstrap intervals, the evidence gate, seed planning; ``verdicts`` — the paper's claims
   checked on our runs and the verdict sentence; ``labels`` — the metric names and display labels they share;
 - ``runs`` — find, launch (local / Slurm) and load a finding's runs;
-- :class:`TrajectoryExplorer` (``explorer``) — ipywidgets explorer of episodes (turns, plan, verdicts).
+- :class:`TrajectoryExplorer` (``explorer``) — ipywidgets explorer of episodes (turns, plan, verdicts);
+- ``walkthrough`` — the quickstart's expert, untrained and trained model on the same held-out tasks, in the
+  trained model's protocol with its eval stage's budgets.
 
 Altair, ipywidgets and IPython load only when a name that needs them is used.
 """
