@@ -107,7 +107,16 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m star_lib.experiments.launch <sft|rl> <config.json>", file=sys.stderr)
         return 2
     stage, path = args
-    values = read_json(path)
+    try:
+        _train(stage, read_json(path))
+    except BaseException:
+        _close_process_group(wait=False)  # a failed rank must not wait for ranks that may never arrive
+        raise
+    _close_process_group(wait=True)
+    return 0
+
+
+def _train(stage: str, values: dict[str, Any]) -> None:
     if stage == "sft":
         from star_lib.train.sft import SFTRunConfig, run_sft
 
@@ -118,7 +127,20 @@ def main(argv: list[str] | None = None) -> int:
 
         values["curriculum_boundaries"] = tuple(values.get("curriculum_boundaries") or (1 / 3, 2 / 3))
         run_rl(RLRunConfig(**values), resume=resume_point(values["output_dir"]) or False)
-    return 0
+
+
+def _close_process_group(wait: bool) -> None:
+    """Wait for every rank (``wait``), then tear the process group down before the interpreter exits.
+
+    A rank that exits while its process group's threads still run aborts ("terminate called without an
+    active exception", SIGABRT): the rehearsal's rank 1 did, while rank 0 was still saving the model.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        if wait:
+            dist.barrier()
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
