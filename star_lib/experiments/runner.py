@@ -592,12 +592,15 @@ def submit_grid(
     cache: str | os.PathLike[str] | None = None,
     skip_complete: bool = True,
 ) -> list[Any]:
-    """Submit the grid's unfinished runs as one submitit job array; returns the submitit jobs.
+    """Submit the grid's unfinished runs as submitit job arrays; returns the submitit jobs, in run order.
 
     Every run to submit is checked first (:func:`.preflight.check_grid`: its stages resolve, its training
-    fits the profile's GPUs); a :class:`ConfigError` leaves nothing written or submitted. Each run's
-    ``run.json`` records its job id and the submitit folder, so ``star status`` can ask Slurm
-    about runs that never started or died without a word (cancelled, killed, out of memory).
+    fits the profile's GPUs); a :class:`ConfigError` leaves nothing written or submitted. On Slurm, runs
+    that share their stages up to SFT (:func:`shared_training`) go in two arrays: one run per shared SFT
+    first, the others after it ends (``--dependency=afterany``), so no job holds GPUs idle while it waits
+    on another's SFT in the stage cache (and a failed first job still lets the others try). Each run's
+    ``job.json`` records its job id, the submitit folder and the job it waited for, so ``star status`` can
+    ask Slurm about runs that never started or died without a word (cancelled, killed, out of memory).
     """
     folder = grid_dir(runs_root, grid)
     todo = [c for c in grid.runs if not (skip_complete and is_complete(c, folder / c.name))]
@@ -625,18 +628,54 @@ def submit_grid(
         grid=grid.name,
         launch=profile.launch_env(),
     )
-    jobs = executor.map_array(
-        job_fn, [c.to_dict() for c in todo], [str((folder / c.name).resolve()) for c in todo]
-    )
-    for config, job in zip(todo, jobs, strict=True):
-        # job.json is the submitter's file; run.json belongs to the job (no write races between the two)
-        write_json_atomic(
-            folder / config.name / JOB_FILE,
-            {
-                "id": str(job.job_id),
-                "folder": str(submitit_dir),
-                "cluster": profile.cluster,
-                "submitted": time.time(),
-            },
+    waves = shared_training(todo) if profile.cluster == "slurm" else (todo, [])
+    jobs: dict[str, Any] = {}
+    after: str | None = None
+    for wave in waves:
+        if not wave:
+            continue
+        if after is not None:  # the array that trains each shared SFT first: wait for it to end
+            extra = {**profile.additional, "dependency": f"afterany:{after}"}
+            executor.update_parameters(slurm_additional_parameters=extra)
+        submitted = executor.map_array(
+            job_fn, [c.to_dict() for c in wave], [str((folder / c.name).resolve()) for c in wave]
         )
-    return jobs
+        for config, job in zip(wave, submitted, strict=True):
+            jobs[config.name] = job
+            # job.json is the submitter's file; run.json belongs to the job (no write races between the two)
+            write_json_atomic(
+                folder / config.name / JOB_FILE,
+                {
+                    "id": str(job.job_id),
+                    "folder": str(submitit_dir),
+                    "cluster": profile.cluster,
+                    "submitted": time.time(),
+                    "after": after,
+                },
+            )
+        after = str(submitted[0].job_id).split("_")[0]
+    return [jobs[c.name] for c in todo]
+
+
+def shared_training(
+    runs: Sequence[ExperimentConfig],
+) -> tuple[list[ExperimentConfig], list[ExperimentConfig]]:
+    """Split runs into those that train each distinct SFT first and those that reuse one of them.
+
+    Two runs share their training prefix when every stage up to ``sft`` resolves to the same config (then
+    the stage cache gives them the same SFT output). Runs without an SFT stage, and the first run of each
+    prefix, come first; the other runs of a prefix after. Order within each list is the runs' own.
+    """
+    registry = build_registry()
+    first: list[ExperimentConfig] = []
+    later: list[ExperimentConfig] = []
+    seen: set[str] = set()
+    for config in runs:
+        if "sft" not in config.stages:
+            first.append(config)
+            continue
+        resolved = list(registry.check(config).items())
+        prefix = repr(resolved[: [name for name, _ in resolved].index("sft") + 1])
+        (later if prefix in seen else first).append(config)
+        seen.add(prefix)
+    return first, later

@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 STAR = [sys.executable, "-c", "import sys; from star_lib.cli import main; sys.exit(main(sys.argv[1:]))"]
 
 FAKE_SBATCH = """#!/bin/sh
+id=$(( 4242 + $(cat "{log}" 2>/dev/null | wc -l) ))
 echo "$@" >> "{log}"
-echo "Submitted batch job 4242"
+echo "Submitted batch job $id"
 """
 
 
@@ -78,7 +79,7 @@ def test_a_paper_grid_that_fits_reaches_sbatch_and_its_jobs_launch_with_the_prof
     env, log = fake_slurm
     done = _submit(tmp_path, env, "algorithm-paper", "a100-16gpu-2node.yaml")
     assert done.returncode == 0, done.stderr
-    assert "6 of 6 runs submitted" in done.stdout and log.read_text().count("\n") == 1
+    assert "6 of 6 runs submitted" in done.stdout and log.read_text().count("\n") == 2  # SFT first, then
     submitit = tmp_path / "runs" / "algorithm-paper" / "_submitit"
     script = (submitit / "4242_submission.sh").read_text()
     assert "#SBATCH --nodes=2" in script and "#SBATCH --mem=0GB" in script  # the whole node, every site
@@ -105,7 +106,7 @@ def test_every_paper_grid_fits_one_8_gpu_node_under_zero3_and_launches_with_it(t
     assert refused.returncode == 2 and "slurm/a100-8gpu-zero3.yaml" in refused.stderr, refused.stderr
     done = _submit(tmp_path, env, grid, "a100-8gpu-zero3.yaml")
     assert done.returncode == 0, done.stderr
-    assert log.read_text().count("\n") == 1  # one job array
+    assert log.read_text().count("\n") == 2  # the run that trains the shared SFT, then the others
     submitit = tmp_path / "runs" / grid / "_submitit"
     with (submitit / "4242_0_submitted.pkl").open("rb") as f:
         job = pickle.load(f)
@@ -113,3 +114,23 @@ def test_every_paper_grid_fits_one_8_gpu_node_under_zero3_and_launches_with_it(t
     zero3 = str((ROOT / "slurm" / "accelerate" / "zero3.yaml").resolve())
     assert command[:5] == [sys.executable, "-m", "accelerate.commands.launch", "--config_file", zero3]
     assert "--num_processes=8" in command
+
+
+def test_runs_sharing_an_sft_wait_for_the_job_that_trains_it_instead_of_holding_gpus(tmp_path, fake_slurm):
+    """Every algorithm-paper run of a size trains the same SFT: one job trains it, the rest start after."""
+    import json
+
+    env, log = fake_slurm
+    done = _submit(tmp_path, env, "algorithm-paper", "a100-16gpu-2node.yaml")
+    assert done.returncode == 0, done.stderr
+    submitit = tmp_path / "runs" / "algorithm-paper" / "_submitit"
+    first, then = (submitit / "4242_submission.sh").read_text(), (submitit / "4243_submission.sh").read_text()
+    assert "--dependency" not in first and "#SBATCH --array=0-1" in first  # one run per model size
+    assert "#SBATCH --dependency=afterany:4242" in then and "#SBATCH --array=0-3" in then
+    jobs = {
+        p.parent.name: json.loads(p.read_text())
+        for p in (tmp_path / "runs" / "algorithm-paper").glob("*/job.json")
+    }
+    leaders = sorted(name for name, job in jobs.items() if job["after"] is None)
+    assert leaders == ["algorithm-paper__grpo_qwen2.5-1.5b__s0", "algorithm-paper__grpo_qwen2.5-7b__s0"]
+    assert {job["after"] for name, job in jobs.items() if name not in leaders} == {"4242"}
