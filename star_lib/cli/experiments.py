@@ -42,6 +42,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     _grid_arguments(submit)
     submit.add_argument("--cluster", required=True, help="cluster profile YAML, e.g. slurm/a100-8gpu.yaml")
     submit.add_argument("--wait", action="store_true", help="wait for the jobs and print the final status")
+    submit.add_argument(
+        "--rehearse",
+        nargs="?",
+        const="tiny-s",
+        default=None,
+        metavar="PRESET",
+        help="rehearse the grid on CPU: every model swapped for a tiny preset (default tiny-s), no vLLM, "
+        "rehearsal budgets (grids.REHEARSAL); use a CPU profile with processes_per_node, e.g. "
+        "slurm/rehearsal-cpu.yaml",
+    )
     submit.set_defaults(func=_submit)
 
     status = sub.add_parser(
@@ -252,6 +262,10 @@ def _submit(args: argparse.Namespace) -> int:
 
     profile = load_profile(args.cluster)  # a bad profile is refused before anything is written or submitted
     grid = _load_grid(args)
+    if args.rehearse is not None:
+        from star_lib.experiments.grids import rehearsal
+
+        grid = rehearsal(grid, args.rehearse)
     _refuse_grid_overlap(args, grid, {"--cluster": args.cluster})
     jobs = submit_grid(grid, profile, args.runs, cache=args.cache)
     print(f"{grid.name}: {len(jobs)} of {len(grid)} runs submitted ({profile.describe()})")

@@ -29,6 +29,7 @@ learning-signal recipe with the study's evaluation (``configs/study/base.yaml``)
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import os
 import re
@@ -260,6 +261,54 @@ def base_config(scale: str) -> ExperimentConfig:
             }
         )
     raise ConfigError(f"scale: {scale!r} is not allowed; choose one of {list(SCALES)}")
+
+
+REHEARSAL: dict[str, dict[str, Any]] = {
+    "world": {"scale": "small"},
+    "synth": {"n_base": 30},
+    "sft": {"max_steps": 2, "save_steps": 1, "logging_steps": 1},
+    "rl": {
+        "use_vllm": False,  # CPU: rollouts through transformers' generate
+        "max_steps": 3,
+        "save_steps": 1,
+        "prompts_per_step": 2,  # × G 2: one whole group per rank on 2 processes
+        "num_generations": 2,
+        "max_turns": 2,
+        "max_new_tokens": 32,
+        "rollouts_per_step": 1,
+    },
+    "eval": {"max_queries": 2, "max_new_tokens": 32},
+}
+"""What :func:`rehearsal` changes in each stage section: sizes and step counts (minutes on CPU), the
+generation backend (no vLLM) and a checkpoint every step (so a preempted job has a mid-run one to resume)."""
+
+
+def rehearsal(grid: Grid, preset: str = "tiny-s") -> Grid:
+    """Return ``grid`` with every run's model swapped for ``preset`` and the :data:`REHEARSAL` budgets.
+
+    Everything else stays the grid's own — stages, protocol, rewards, algorithms, the rollout batch's split
+    into whole groups per rank, checkpointing, the evaluation's decoding and modes — so a paper grid runs
+    end to end on a CPU cluster profile (``processes_per_node: 2``) before it is sent to the GPUs.
+
+    Raises:
+        ConfigError: ``preset`` is not a tiny preset (the rehearsal runs on CPU).
+
+    """
+    from star_lib.train.models import PRESETS
+
+    if preset not in PRESETS or not PRESETS[preset].is_tiny:
+        tiny = [name for name, p in PRESETS.items() if p.is_tiny]
+        raise ConfigError(f"rehearse: {preset!r} is not allowed; choose a tiny preset from {tiny}")
+    runs = []
+    for config in grid.runs:
+        changes: dict[str, Any] = {"model": preset}
+        for section, values in REHEARSAL.items():
+            current = config.section(section)
+            if section == "rl":  # the vLLM engine's settings go with it
+                current = {k: v for k, v in current.items() if not k.startswith("vllm_")}
+            changes[section] = {**current, **values}
+        runs.append(config.replace(**changes))
+    return dataclasses.replace(grid, runs=tuple(runs))
 
 
 def _models(scale: str, paper: Sequence[str]) -> list[str]:
