@@ -40,6 +40,7 @@ from typing import Any
 
 from star_lib.experiments.config import (
     AXES,
+    CONFIGS_DIR,
     FOLDER_NAME,
     NAME_RULE,
     STAGE_NAMES,
@@ -240,8 +241,13 @@ PAPER_EVAL: dict[str, Any] = {
     "top_p": 0.95,
     "max_turns": 60,
     "also_modes": ["official"],  # the official evaluator's verdicts beside the strict ones
+    # the paper's numbers: the official validation set (180) and, when the hub is reachable, the test set
+    # (1,000), on the official database, scored by the official code (validation/official/…, test/official/…)
+    "splits": {"validation": "hub", "test": "hub?"},
+    "split_db": "hub",
 }
-"""Evaluation settings of every paper-scale grid: the paper's decoding, scored in both evaluator modes."""
+"""Evaluation settings of every paper-scale grid: the paper's decoding, scored in both evaluator modes on
+the synthetic held-out tasks (``eval/…``) and on the official splits (``validation/…``, ``test/…``)."""
 
 
 def base_config(scale: str) -> ExperimentConfig:
@@ -279,6 +285,9 @@ REHEARSAL: dict[str, dict[str, Any]] = {
     },
     "eval": {"max_queries": 2, "max_new_tokens": 32},
 }
+OFFICIAL_DATA = CONFIGS_DIR.parent.parent / "shared" / "data" / "travelplanner"
+"""The real TravelPlanner train split and database excerpt beside the checkout (``../shared/data``): the
+rehearsal's stand-in for the official validation set (the 45 train queries) when it is there."""
 """What :func:`rehearsal` changes in each stage section: sizes and step counts (minutes on CPU), the
 generation backend (no vLLM) and a checkpoint every step (so a preempted job has a mid-run one to resume)."""
 
@@ -307,8 +316,21 @@ def rehearsal(grid: Grid, preset: str = "tiny-s") -> Grid:
             if section == "rl":  # the vLLM engine's settings go with it
                 current = {k: v for k, v in current.items() if not k.startswith("vllm_")}
             changes[section] = {**current, **values}
+        if changes["eval"].get("splits"):  # no hub on a CPU rehearsal: the train split stands in, or none
+            changes["eval"].update(_rehearsal_splits())
         runs.append(config.replace(**changes))
     return dataclasses.replace(grid, runs=tuple(runs))
+
+
+def _rehearsal_splits() -> dict[str, Any]:
+    """Return a rehearsal's official splits: the real train split as ``validation``, else none.
+
+    The train split stands in when it lies beside the checkout (:data:`OFFICIAL_DATA`).
+    """
+    queries, database = OFFICIAL_DATA / "train.jsonl", OFFICIAL_DATA / "database"
+    if not (queries.is_file() and database.is_dir()):
+        return {"splits": {}, "split_db": None}
+    return {"splits": {"validation": str(queries.resolve())}, "split_db": str(database.resolve())}
 
 
 def _models(scale: str, paper: Sequence[str]) -> list[str]:

@@ -33,6 +33,17 @@ def test_every_paper_run_draws_its_pool_checkpoints_often_and_decodes_as_the_pap
     evaluation = run.section("eval")
     assert (evaluation["temperature"], evaluation["top_p"], evaluation["max_turns"]) == (0.6, 0.95, 60)
     assert "official" in evaluation["also_modes"]
+    # the paper's numbers are on the official splits (defect 6): validation always, test when reachable
+    assert evaluation["splits"] == {"validation": "hub", "test": "hub?"} and evaluation["split_db"] == "hub"
+
+
+def test_a_rehearsal_scores_the_real_train_split_in_place_of_the_validation_set():
+    from star_lib.experiments.grids import OFFICIAL_DATA, rehearsal
+
+    for run in rehearsal(PAPER_GRIDS[0]).runs:
+        evaluation = run.section("eval")
+        assert evaluation["splits"] == {"validation": str((OFFICIAL_DATA / "train.jsonl").resolve())}
+        assert evaluation["split_db"] == str((OFFICIAL_DATA / "database").resolve())
 
 
 def test_the_data_arms_differ_in_epochs_over_the_same_draws():

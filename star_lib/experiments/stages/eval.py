@@ -19,6 +19,7 @@ from star_lib.experiments.config import ConfigError
 from star_lib.experiments.stages.common import protocol_fields, rollout_config_type
 from star_lib.experiments.stages.evaluation import eval_workers, evaluate_models
 from star_lib.experiments.stages.registry import RunConfigSpec, Stage
+from star_lib.experiments.stages.splits import check_splits
 from star_lib.io import read_queries
 
 EVAL_MODELS: tuple[str, ...] = ("base", "sft", "rl")
@@ -66,6 +67,17 @@ class EvalStageConfig:
     ``eval/…``), ``ood/<model>/…`` when several are evaluated, ``ood/long/…`` and ``ood/constraints/…`` on the
     tasks carrying each shift, and ``ood/paired/<last>-<other>/mean|se``; its episodes go to
     ``ood.parquet``."""
+    splits: dict[str, str] = field(default_factory=dict, metadata={"key": "when-set"})
+    """Official TravelPlanner splits every evaluated model is also scored on, on the official database
+    (``split_db``), with clean tools: split name (``validation``, ``test``, ``train``) → a file of its
+    official rows (CSV, JSONL or parquet) or ``hub``; a trailing ``?`` (``hub?``) skips a split that cannot
+    be reached (``<split>/skipped`` 1) instead of failing. Each split reports ``<split>/…`` in the episodes'
+    evaluator mode and ``<split>/official/…`` (the official code's verdicts: the paper's numbers), per model
+    ``<split>/<model>/…`` when several are evaluated, ``<split>/paired/<last>-<other>/…``, and writes
+    ``split_<split>.parquet``. ``max_queries`` caps each split too (:mod:`.splits`)."""
+    split_db: str | None = field(default=None, metadata={"key": "when-set"})
+    """The official database the ``splits`` are planned over: a folder of its CSVs (flat or nested), or
+    ``hub`` (Agent-STAR's copy of the official database)."""
     chunk_size: int = 8
     """Episodes per checkpointed chunk (a preempted job resumes after the last chunk)."""
     options: dict[str, Any] = field(default_factory=dict)
@@ -86,6 +98,7 @@ class EvalStageConfig:
         if self.chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
         _check_ood_options(self.ood)
+        check_splits(self.splits, self.split_db)
         object.__setattr__(self, "also_modes", tuple(self.also_modes))
         primary = self.options.get("eval_mode", "strict")
         odd = [m for m in self.also_modes if m not in ("strict", "official") or m == primary]

@@ -210,6 +210,7 @@ def evaluate_models(
         diff = paired_difference(episodes["sum"].to_list(), tables[other]["sum"].to_list())
         rows += metrics_rows({f"eval/paired/{primary}-{other}/{k}": v for k, v in diff.items()})
     rows += _eval_ood(cfg, inputs, models, world, out, workers)
+    rows += _eval_splits(cfg, models, out)
     if cfg.also_clean:
         rows += _eval_clean(cfg, models, queries, world, out, tables, workers)
     write_metrics(out, rows)
@@ -372,6 +373,58 @@ def _eval_ood(
     flags = [pl.Series(s, [shifts[s][i] for i in episodes["query_index"].to_list()]) for s in SHIFTS]
     keep = [c for c in episodes.columns if c not in ("report", "messages")]
     write_parquet_atomic(out / "ood.parquet", episodes.select(keep).with_columns(flags))
+    return rows
+
+
+def _eval_splits(cfg: Any, models: Sequence[tuple[str, Path | None]], out: Path) -> list[dict[str, Any]]:
+    """Score every model on the official splits of ``eval.splits`` (none: no rows), with clean tools.
+
+    Each split's episodes are scored in their own mode and in ``official`` (the paper's numbers); the last
+    model's episodes go to ``split_<name>.parquet``. The turn budget is not checked: the test split has no
+    gold plan for the expert to act out.
+    """
+    if not cfg.splits:
+        return []
+    import dataclasses
+
+    from star_lib.agent.summary import episode_summary, paired_difference
+    from star_lib.experiments.stages.splits import load_splits
+    from star_lib.travel.metrics import compute_metrics
+
+    primary_mode = cfg.options.get("eval_mode", "strict")
+    modes = tuple(dict.fromkeys(m for m in (*cfg.also_modes, "official") if m != primary_mode))
+    clean = dict(tool_failure_rate=0.0, tool_latency_ms=0.0, tool_corruption_rate=0.0)
+    split_cfg = dataclasses.replace(cfg, also_modes=modes, **clean)
+    loaded, skipped = load_splits(cfg.splits, cfg.split_db, cfg.max_queries)
+    rows = metrics_rows({f"{name}/skipped": 1.0 for name in skipped})
+    primary = models[-1][0]
+    for split in loaded:
+        tables: dict[str, Any] = {}
+        for name, path in models:
+            table, _ = _episodes(
+                split_cfg, path, split.queries, split.world, out, f"{split.name}-{name}", check=False
+            )
+            reports = dict(table.select("query_index", "report").iter_rows())
+            values = compute_metrics(
+                split.queries, [_report_from_json(reports.get(i)) for i in range(len(split.queries))]
+            )
+            values.update({k: v for k, v in episode_summary(table).items() if k not in values})
+            tables[name], also = _score_modes(split_cfg, table, split.queries, split.world)
+            values.update({f"{m}/{k}": v for m, vs in also.items() for k, v in vs.items()})
+            if len(models) > 1:
+                rows += metrics_rows({f"{split.name}/{name}/{k}": v for k, v in values.items()})
+            if name == primary:
+                rows += metrics_rows({f"{split.name}/{k}": v for k, v in values.items()})
+        for other, _ in models[:-1]:
+            for mode in ("", *(f"{m}/" for m in modes)):
+                diff = paired_difference(
+                    tables[primary][f"{mode}sum"].to_list(), tables[other][f"{mode}sum"].to_list()
+                )
+                rows += metrics_rows(
+                    {f"{split.name}/{mode}paired/{primary}-{other}/{k}": v for k, v in diff.items()}
+                )
+        keep = [c for c in tables[primary].columns if c not in ("report", "messages")]
+        write_parquet_atomic(out / f"split_{split.name}.parquet", tables[primary].select(keep))
     return rows
 
 
