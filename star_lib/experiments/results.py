@@ -194,11 +194,29 @@ def _reference_entries() -> tuple[dict[str, Any], ...]:
     return tuple(read_yaml(PAPER_REFERENCE))
 
 
+SPLITS: dict[str, str] = {
+    "eval": "the synthetic held-out tasks",
+    "ood": "the synthetic OOD tasks",
+    "validation": "the official validation set (180 queries)",
+    "test": "the official test set (1,000 queries)",
+}
+"""What each metric prefix is measured on: ``eval/…`` and ``ood/…`` on the synth stage's tasks,
+``validation/…`` and ``test/…`` on the official splits a paper run also scores (``eval.splits``)."""
+PAPER_SPLIT = "the official TravelPlanner test set (1,000 queries), scored by the official evaluator"
+"""What the paper's numbers (:func:`paper_reference`) are measured on (spec §9)."""
+
+
+def split_of(metric: str) -> str:
+    """Say what ``metric`` is measured on (:data:`SPLITS`), from its prefix."""
+    return SPLITS.get(metric.split("/", 1)[0], "the runs themselves")
+
+
 def paper_reference() -> pl.DataFrame:
     """Return the paper's reference figures (spec §9) as the results table with ``source = "paper"``.
 
     Rates are fractions like ours (62.8 % → 0.628); qualitative statements have a null value and a note.
-    OOD "accuracy" is recorded as exact match (``qa/<set>/em``), the Search-R1 protocol's metric.
+    OOD "accuracy" is recorded as exact match (``qa/<set>/em``), the Search-R1 protocol's metric. The final
+    pass rates are on :data:`PAPER_SPLIT`; ours of the same name (``eval/…``) on :func:`split_of` theirs.
     """
     rows = []
     for entry in _reference_entries():

@@ -472,3 +472,20 @@ def test_findings_noise_shows_each_arm_noisy_and_clean_when_the_runs_scored_both
     ]
     assert clean["noisy - clean"].to_list() == pytest.approx([0.0, -0.25])
     assert "clean" not in findings.env_noise(rows.filter(pl.col("metric") == FINAL), "tiny").tables
+
+
+def test_every_finding_says_which_tasks_each_sides_final_pass_is_on():
+    """The paper's numbers are on the official test set; ours on the synthetic held-out tasks, or also on
+    the official splits when a paper run scored them (issue 20 defect 6)."""
+    from star_lib.viz.findings.base import split_note
+
+    empty = pl.DataFrame(schema=SCHEMA)
+    assert split_note(empty) == (
+        "The paper's numbers are on the official TravelPlanner test set (1,000 queries), scored by the "
+        "official evaluator; ours (eval/final_pass) on the synthetic held-out tasks."
+    )
+    rows = pl.DataFrame([{"metric": "validation/official/final_pass", "value": 0.1}]).cast(
+        {"metric": pl.String}
+    )
+    assert "validation/official/final_pass (the official validation set (180 queries))" in split_note(rows)
+    assert "test/official" not in split_note(rows)

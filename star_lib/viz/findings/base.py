@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from star_lib.experiments.results import paper_reference
+from star_lib.experiments.results import PAPER_SPLIT, paper_reference, split_of
 from star_lib.viz.labels import FINAL, FINDING_TITLES, model_label, scale_models
 from star_lib.viz.stats import Arm, aggregate, arm_stats, arms_of, check_failures, health_table
 from star_lib.viz.verdicts import Comparison, behaviour_shifts, comparisons_frame, verdict
@@ -121,7 +121,7 @@ def build_finding(
         runs=run_count(runs.rows),
         verdict=verdict,
         tables=tables if tables is not None else {},
-        notes=notes if notes is not None else [],
+        notes=[*(notes or []), split_note(runs.rows)],
     )
     finding.health = health_table(runs.stats)
     finding.checks = check_failures(runs.rows, runs.by)
@@ -130,6 +130,19 @@ def build_finding(
     if finding.shifts and finding.runs:
         finding.verdict = f"{finding.verdict} Behaviour: {' '.join(finding.shifts)}"
     return finding
+
+
+def split_note(rows: pl.DataFrame) -> str:
+    """Say which tasks each side's final pass rate is on, and the official splits our runs also scored."""
+    note = f"The paper's numbers are on {PAPER_SPLIT}; ours ({FINAL}) on {split_of(FINAL)}."
+    metrics = set(rows["metric"].to_list()) if rows.height else set()
+    official = [
+        f"{s}/official/final_pass" for s in ("validation", "test") if f"{s}/official/final_pass" in metrics
+    ]
+    if official:
+        where = " and ".join(f"{m} ({split_of(m)})" for m in official)
+        note += f" Our runs also report {where}, official evaluator: the numbers to set beside the paper's."
+    return note
 
 
 def ours(results: pl.DataFrame, finding: str | Iterable[str] | None, scale: str) -> pl.DataFrame:
