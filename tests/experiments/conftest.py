@@ -319,6 +319,20 @@ def training_experiment() -> dict:
 
 
 @pytest.fixture
+def wait_for():
+    """``wait_for(predicate, timeout, what)``: poll until ``predicate()`` holds; fail naming ``what``."""
+    return _wait_for
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
 def stable_metrics():
     """``stable_metrics(run_dir)``: a run's metrics rows without clock readings and costs."""
     return _stable_metrics

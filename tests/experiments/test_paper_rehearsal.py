@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import polars as pl
@@ -39,14 +38,6 @@ pytestmark = pytest.mark.slurm
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "slurm" / "rehearsal-cpu.yaml"
 GRID = "algorithm-paper"
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
 
 
 def submitted(runs: Path) -> dict[str, submitit.Job]:
@@ -76,7 +67,7 @@ def test_the_7b_runs_are_refused_on_the_8_gpu_ddp_profile_before_any_sbatch(slur
 
 
 def test_paper_grid_rehearsal_on_slurm_with_two_processes_per_job(
-    slurm_cluster, tmp_path, capsys, stable_metrics, same_metrics
+    slurm_cluster, wait_for, tmp_path, capsys, stable_metrics, same_metrics
 ):
     runs, reference = tmp_path / "runs", tmp_path / "reference"
     command = ["submit", GRID, "--rehearse", "--cluster", str(PROFILE)]

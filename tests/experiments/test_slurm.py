@@ -8,7 +8,6 @@ its last complete checkpoint and ends with the metrics of the same run submitted
 from __future__ import annotations
 
 import json
-import time
 
 import polars as pl
 import pytest
@@ -35,15 +34,7 @@ SLOW = {
 }
 
 
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
-
-
-def test_slurm_grid_as_job_array_on_a100_reaches_the_results_store(slurm_cluster, tmp_path):
+def test_slurm_grid_as_job_array_on_a100_reaches_the_results_store(slurm_cluster, wait_for, tmp_path):
     grid = factorial("array", BASE, {"reward": ["sum", "success"]})
     jobs = submit_grid(grid, PROFILE, tmp_path / "runs")
     assert len(jobs) == 2
@@ -75,7 +66,7 @@ def test_slurm_grid_as_job_array_on_a100_reaches_the_results_store(slurm_cluster
     assert submit_grid(grid, PROFILE, tmp_path / "runs") == []  # complete runs are not resubmitted
 
 
-def test_slurm_cancelled_job_surfaces_as_failed_in_star_status(slurm_cluster, tmp_path, capsys):
+def test_slurm_cancelled_job_surfaces_as_failed_in_star_status(slurm_cluster, wait_for, tmp_path, capsys):
     grid = factorial("cancel", SLOW, {"reward": ["sum"]})
     [job] = submit_grid(grid, PROFILE, tmp_path / "runs")
     run_dir = tmp_path / "runs" / "cancel" / grid.runs[0].name
@@ -91,7 +82,7 @@ def test_slurm_cancelled_job_surfaces_as_failed_in_star_status(slurm_cluster, tm
 
 
 def test_slurm_requeued_training_job_resumes_from_its_checkpoint_with_uninterrupted_metrics(
-    slurm_cluster, tmp_path, training_experiment, stable_metrics, same_metrics
+    slurm_cluster, wait_for, tmp_path, training_experiment, stable_metrics, same_metrics
 ):
     grid = factorial("requeue", training_experiment, {"reward": ["macro"]})
     cache = tmp_path / "runs" / "_stages"
