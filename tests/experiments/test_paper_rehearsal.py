@@ -62,7 +62,8 @@ def test_the_7b_runs_are_refused_on_the_8_gpu_ddp_profile_before_any_sbatch(slur
     assert code == 2
     assert "qwen2.5-7b" in err and "qwen2.5-1.5b" not in err.split("do not fit")[1].split(".")[0], err
     assert "a100-16gpu-2node.yaml" in err
-    assert slurm_cluster.run("squeue", "-h", "-o", "%i") == ""  # nothing reached the queue
+    # nothing of this grid reached the queue (another test's finished jobs may still be listed)
+    assert slurm_cluster.run("squeue", "-h", "--name", GRID, "-o", "%i") == ""
     assert not (tmp_path / GRID).exists()
 
 
