@@ -176,8 +176,7 @@ def evaluate_models(
     """
     import polars as pl
 
-    from star_lib.agent.summary import episode_summary, paired_difference
-    from star_lib.travel.metrics import compute_metrics
+    from star_lib.agent.summary import paired_difference
 
     world = load_world(inputs["world"])
     tables: dict[str, pl.DataFrame] = {}
@@ -187,10 +186,7 @@ def evaluate_models(
         tag = name if len(models) > 1 else ""
         first = name == models[0][0]  # the tasks' turn budget is checked once, with the first model's chunks
         tables[name], chunk_log = _episodes(cfg, path, queries, world, out, tag, workers, check=first)
-        pairs = tables[name].select("query_index", "report").iter_rows()
-        reports = {i: _report_from_json(text) for i, text in pairs}
-        values = compute_metrics(queries, [reports.get(i) for i in range(len(queries))])
-        values.update({k: v for k, v in episode_summary(tables[name]).items() if k not in values})
+        values = _table_metrics(queries, tables[name])
         tables[name], also = _score_modes(cfg, tables[name], queries, world)
         if len(models) > 1:
             rows += metrics_rows({f"eval/{name}/{k}": v for k, v in values.items()})
@@ -239,8 +235,7 @@ def _eval_clean(
     """Score every model again with no tool faults (``eval.also_clean``): ``eval/clean/…`` rows."""
     import dataclasses
 
-    from star_lib.agent.summary import episode_summary, paired_difference
-    from star_lib.travel.metrics import compute_metrics
+    from star_lib.agent.summary import paired_difference
 
     clean_cfg = dataclasses.replace(cfg, tool_failure_rate=0.0, tool_latency_ms=0.0, tool_corruption_rate=0.0)
     faulty = _faults(cfg) is not None
@@ -249,9 +244,7 @@ def _eval_clean(
         table = noisy[name]
         if faulty:
             table, _ = _episodes(clean_cfg, path, queries, world, out, f"clean-{name}", workers, check=False)
-        reports = dict(table.select("query_index", "report").iter_rows())
-        values = compute_metrics(queries, [_report_from_json(reports.get(i)) for i in range(len(queries))])
-        values.update({k: v for k, v in episode_summary(table).items() if k not in values})
+        values = _table_metrics(queries, table)
         if len(models) > 1:
             rows += metrics_rows({f"eval/{name}/clean/{k}": v for k, v in values.items()})
         if name == models[-1][0]:
@@ -336,7 +329,7 @@ def _eval_ood(
 
     import polars as pl
 
-    from star_lib.agent.summary import episode_summary, paired_difference
+    from star_lib.agent.summary import paired_difference
     from star_lib.experiments.ood import SHIFTS, read_shifts
     from star_lib.travel.metrics import compute_metrics
 
@@ -353,10 +346,8 @@ def _eval_ood(
         except TurnBudgetError as exc:
             raise TurnBudgetError(f"on the OOD split, {str(exc).replace('eval.', 'eval.ood.')}") from None
         tables[name] = table
-        reports = dict(table.select("query_index", "report").iter_rows())
-        every = [_report_from_json(reports.get(i)) for i in range(len(queries))]
-        values = compute_metrics(queries, every)
-        values.update({k: v for k, v in episode_summary(table).items() if k not in values})
+        every = _query_reports(table, len(queries))
+        values = _table_metrics(queries, table, every)
         for shift in SHIFTS:
             picked = [i for i, flag in enumerate(shifts[shift]) if flag]
             if picked:
@@ -387,9 +378,8 @@ def _eval_splits(cfg: Any, models: Sequence[tuple[str, Path | None]], out: Path)
         return []
     import dataclasses
 
-    from star_lib.agent.summary import episode_summary, paired_difference
+    from star_lib.agent.summary import paired_difference
     from star_lib.experiments.stages.splits import load_splits
-    from star_lib.travel.metrics import compute_metrics
 
     primary_mode = cfg.options.get("eval_mode", "strict")
     modes = tuple(dict.fromkeys(m for m in (*cfg.also_modes, "official") if m != primary_mode))
@@ -404,11 +394,7 @@ def _eval_splits(cfg: Any, models: Sequence[tuple[str, Path | None]], out: Path)
             table, _ = _episodes(
                 split_cfg, path, split.queries, split.world, out, f"{split.name}-{name}", check=False
             )
-            reports = dict(table.select("query_index", "report").iter_rows())
-            values = compute_metrics(
-                split.queries, [_report_from_json(reports.get(i)) for i in range(len(split.queries))]
-            )
-            values.update({k: v for k, v in episode_summary(table).items() if k not in values})
+            values = _table_metrics(split.queries, table)
             tables[name], also = _score_modes(split_cfg, table, split.queries, split.world)
             values.update({f"{m}/{k}": v for m, vs in also.items() for k, v in vs.items()})
             if len(models) > 1:
@@ -575,6 +561,25 @@ def _report_json(report: Any) -> str | None:
     from dataclasses import asdict
 
     return json.dumps(asdict(report), default=str)
+
+
+def _query_reports(table: Any, n: int) -> list[Any]:
+    """Return each of ``n`` queries' evaluation report from an episode table (None: no episode)."""
+    reports = dict(table.select("query_index", "report").iter_rows())
+    return [_report_from_json(reports.get(i)) for i in range(n)]
+
+
+def _table_metrics(queries: Sequence[Any], table: Any, reports: list[Any] | None = None) -> dict[str, float]:
+    """Return the headline metrics of an episode table (:func:`compute_metrics`) with its episode summary.
+
+    ``reports`` are the table's :func:`_query_reports` when the caller already has them.
+    """
+    from star_lib.agent.summary import episode_summary
+    from star_lib.travel.metrics import compute_metrics
+
+    values = compute_metrics(queries, reports if reports is not None else _query_reports(table, len(queries)))
+    values.update({k: v for k, v in episode_summary(table).items() if k not in values})
+    return values
 
 
 def _report_from_json(text: str | None) -> Any:
