@@ -229,12 +229,18 @@ def default_policy(trainer: Any, cfg: Any) -> Any:
 
 @contextlib.contextmanager
 def generation_mode(trainer: Any):
-    """Unwrap the model for generation (turns gradient checkpointing off and back on, as TRL does)."""
+    """Unwrap the model for generation (turns gradient checkpointing off and back on, as TRL does).
+
+    Under DeepSpeed ZeRO-3 the shards are gathered into whole parameters for the block only when TRL's
+    ``ds3_gather_for_generation`` says so (its default, True); set it False (``rl.trl_overrides``) for a
+    model whose whole parameters do not fit one GPU beside its training state.
+    """
     from trl.models import unwrap_model_for_generation
 
     with unwrap_model_for_generation(
         trainer.model_wrapped,
         trainer.accelerator,
+        gather_deepspeed3_params=bool(getattr(trainer.args, "ds3_gather_for_generation", True)),
         gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
     ) as unwrapped:
         was_training = unwrapped.training
@@ -243,6 +249,19 @@ def generation_mode(trainer: Any):
             yield unwrapped
         finally:
             unwrapped.train(was_training)
+
+
+def rollout_context(trainer: Any) -> contextlib.AbstractContextManager[Any]:
+    """Return the context a training rollout generates inside: :func:`generation_mode`, or none with vLLM.
+
+    A vLLM rollout never touches the training model: TRL pushed its weights to the engine before calling
+    the ``rollout_func`` (under ZeRO-3 one gathered parameter at a time). Unwrapping it anyway would gather
+    every ZeRO-3 shard on every GPU for the whole multi-turn rollout (14 GB more per GPU for a 7B model in
+    bf16), which is what sharding is there to avoid.
+    """
+    if getattr(trainer, "use_vllm", False):
+        return contextlib.nullcontext()
+    return generation_mode(trainer)
 
 
 def log_metrics(trainer: Any, metrics: dict[str, float]) -> None:
@@ -293,7 +312,7 @@ def make_rollout_func(
         call = state.calls
         state.calls += 1
         rollout_cfg = cfg.rollout_config(seed_offset=call * len(prompts))
-        with generation_mode(trainer):
+        with rollout_context(trainer):
             policy = policy_factory(trainer, cfg)
             try:
                 groups = group_ids(prompts, cfg.group_size)
