@@ -427,6 +427,8 @@ class VLLMPolicy:
     context_limit: int | None = None
     """The engine's ``max_model_len`` (read from it when it says): prompt + ``max_tokens`` stays within it."""
     _kv_awake: bool = False
+    _owns_engine: bool = False
+    """The policy started the engine itself (from a model path): :meth:`close` shuts it down."""
 
     def __init__(
         self,
@@ -460,6 +462,7 @@ class VLLMPolicy:
             # logprobs after temperature/top-p, as TRL's importance-sampling correction expects
             engine_kwargs.setdefault("logprobs_mode", "processed_logprobs")
             llm = vllm_module.LLM(model=llm, **engine_kwargs)
+            self._owns_engine = True
         if tokenizer is None:
             tokenizer = llm.get_tokenizer()
         self.llm = llm
@@ -490,6 +493,29 @@ class VLLMPolicy:
             self.llm.sleep(level=2)  # level 2 discards the weights too: TRL re-pushes them before use
             self.owner._llm_weights_sleeping = True
             self._kv_awake = False
+
+    def close(self) -> None:
+        """Shut down an engine this policy started, so the next one finds the GPU memory free.
+
+        vLLM frees an engine's memory when its engine core stops, not when the ``LLM`` object is dropped:
+        ``LLM.shutdown`` where the installed vLLM has it, else its engine's. TRL's engine is left alone.
+        """
+        if not self._owns_engine:
+            return
+        self._owns_engine = False
+        llm = self.llm
+        stop = getattr(llm, "shutdown", None) or getattr(getattr(llm, "llm_engine", None), "shutdown", None)
+        if callable(stop):
+            stop()
+        self.llm = None
+        del llm
+        import gc
+
+        import torch
+
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
     def _wake(self) -> None:
         """Make the engine ready: current weights loaded (re-pushed after a sleep), KV cache allocated."""

@@ -237,6 +237,8 @@ PAPER_SFT: dict[str, Any] = {"save_steps": 20}
 checkpoint every 20 steps (64 trajectories of ≤ 20,480 tokens a step on 8 GPUs, ~1-2 min a step; ~1 k
 trajectories × 4 epochs are ~60 steps)."""
 PAPER_EVAL: dict[str, Any] = {
+    "policy": "vllm",  # Agent-STAR's inference engine; one GPU, bf16 (transformers' fp32 generate: hours)
+    "vllm": {"dtype": "bfloat16", "gpu_memory_utilization": 0.85},
     "temperature": 0.6,  # Agent-STAR's inference decoding
     "top_p": 0.95,
     "max_turns": 60,
@@ -283,13 +285,14 @@ REHEARSAL: dict[str, dict[str, Any]] = {
         "max_new_tokens": 32,
         "rollouts_per_step": 1,
     },
-    "eval": {"max_queries": 2, "max_new_tokens": 32},
+    "eval": {"policy": "transformers", "max_queries": 2, "max_new_tokens": 32},
 }
 OFFICIAL_DATA = CONFIGS_DIR.parent.parent / "shared" / "data" / "travelplanner"
 """The real TravelPlanner train split and database excerpt beside the checkout (``../shared/data``): the
 rehearsal's stand-in for the official validation set (the 45 train queries) when it is there."""
 """What :func:`rehearsal` changes in each stage section: sizes and step counts (minutes on CPU), the
-generation backend (no vLLM) and a checkpoint every step (so a preempted job has a mid-run one to resume)."""
+generation backends (no vLLM in training or evaluation) and a checkpoint every step (so a preempted job
+has a mid-run one to resume)."""
 
 
 def rehearsal(grid: Grid, preset: str = "tiny-s") -> Grid:
@@ -313,8 +316,8 @@ def rehearsal(grid: Grid, preset: str = "tiny-s") -> Grid:
         changes: dict[str, Any] = {"model": preset}
         for section, values in REHEARSAL.items():
             current = config.section(section)
-            if section == "rl":  # the vLLM engine's settings go with it
-                current = {k: v for k, v in current.items() if not k.startswith("vllm_")}
+            if section in ("rl", "eval"):  # the vLLM engine's settings go with it
+                current = {k: v for k, v in current.items() if not k.startswith("vllm")}
             changes[section] = {**current, **values}
         if changes["eval"].get("splits"):  # no hub on a CPU rehearsal: the train split stands in, or none
             changes["eval"].update(_rehearsal_splits())
@@ -450,8 +453,11 @@ def _grid_from_file(path: Path, seeds: Iterable[int] | None) -> Grid:
 
 def _check_grid_shapes(path: Path, data: Mapping[str, Any]) -> None:
     """Refuse a grid file whose ``axes``, ``set`` or ``seeds`` is not the shape the builder reads."""
-    shapes = {"axes": (dict, "axes: {reward: [sum, macro]}"), "set": (dict, "set: {rl.max_steps: 40}"),
-              "seeds": (list, "seeds: [0, 1, 2]")}
+    shapes = {
+        "axes": (dict, "axes: {reward: [sum, macro]}"),
+        "set": (dict, "set: {rl.max_steps: 40}"),
+        "seeds": (list, "seeds: [0, 1, 2]"),
+    }
     for key, (kind, example) in shapes.items():
         if data.get(key) is not None and not isinstance(data[key], kind):
             raise ConfigError(f"{path}: {key}: {data[key]!r} is not allowed; write it as e.g. {example}")

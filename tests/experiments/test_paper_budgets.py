@@ -35,6 +35,8 @@ def test_every_paper_run_draws_its_pool_checkpoints_often_and_decodes_as_the_pap
     assert "official" in evaluation["also_modes"]
     # the paper's numbers are on the official splits (defect 6): validation always, test when reachable
     assert evaluation["splits"] == {"validation": "hub", "test": "hub?"} and evaluation["split_db"] == "hub"
+    # with Agent-STAR's engine in bf16, not transformers' fp32 generate over 60-turn, 32k-token episodes
+    assert evaluation["policy"] == "vllm" and evaluation["vllm"]["dtype"] == "bfloat16"
 
 
 def test_a_rehearsal_scores_the_real_train_split_in_place_of_the_validation_set():
@@ -44,6 +46,7 @@ def test_a_rehearsal_scores_the_real_train_split_in_place_of_the_validation_set(
         evaluation = run.section("eval")
         assert evaluation["splits"] == {"validation": str((OFFICIAL_DATA / "train.jsonl").resolve())}
         assert evaluation["split_db"] == str((OFFICIAL_DATA / "database").resolve())
+        assert evaluation["policy"] == "transformers" and "vllm" not in evaluation  # CPU: no engine
 
 
 def test_the_data_arms_differ_in_epochs_over_the_same_draws():

@@ -24,8 +24,9 @@ from star_lib.io import read_queries
 
 EVAL_MODELS: tuple[str, ...] = ("base", "sft", "rl")
 """Models an eval stage can compare: the untrained model SFT starts from, the SFT model, the RL model."""
-POLICY_BACKENDS: tuple[str, ...] = ("transformers", "fast")
-"""How a model generates: HF ``generate`` (any model) or the KV-cached CPU sampler (small Qwen2 models)."""
+POLICY_BACKENDS: tuple[str, ...] = ("transformers", "fast", "vllm")
+"""How a model generates: HF ``generate`` (any model), the KV-cached CPU sampler (small Qwen2 models) or a
+vLLM engine (GPU; ``pip install 'star-lab[gpu]'``)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,11 @@ class EvalStageConfig:
     Empty: the latest trained model (rl, else sft), or the expert when no model is trained."""
     policy: str = "transformers"
     """Generation backend of a model, from :data:`POLICY_BACKENDS`."""
+    vllm: dict[str, Any] = field(default_factory=dict, metadata={"key": "when-set"})
+    """``vllm.LLM`` engine keywords with ``policy: vllm`` (``gpu_memory_utilization``, ``dtype``,
+    ``tensor_parallel_size``, …). The stage sets ``max_model_len`` to the longest context its episodes may
+    reach and ``seed`` to the run's, unless given here. One engine per model and split: it is shut down
+    before the next one starts."""
     temperature: float = 0.0
     """Sampling temperature; 0 (greedy, the default) makes a score independent of sampling luck."""
     top_p: float = field(default=1.0, metadata={"key": "when-set"})
@@ -115,6 +121,11 @@ class EvalStageConfig:
             raise ValueError(f"models: {list(self.models)} must be distinct names from {list(EVAL_MODELS)}")
         if self.policy not in POLICY_BACKENDS:
             raise ValueError(f"policy {self.policy!r} is not allowed; choose one of {list(POLICY_BACKENDS)}")
+        if self.vllm and (self.policy != "vllm" or not isinstance(self.vllm, Mapping)):
+            raise ValueError(
+                f"vllm: engine keywords are a mapping for policy: vllm (policy is {self.policy!r}); "
+                "set policy: vllm or drop vllm:"
+            )
         SamplingParams(temperature=self.temperature, top_p=self.top_p)  # the rollouts' own rules
 
 

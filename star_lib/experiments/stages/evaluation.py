@@ -113,7 +113,23 @@ def load_policy(cfg: Any, path: Path | None) -> Any:
     if path is None:
         return expert(cfg.protocol, cfg.seed)
     sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed)
-    return make_policy(cfg.policy, model=path, sampling=sampling, protocol=cfg.protocol)
+    engine = _engine_options(cfg) if cfg.policy == "vllm" else {}
+    return make_policy(cfg.policy, model=path, sampling=sampling, protocol=cfg.protocol, **engine)
+
+
+def _engine_options(cfg: Any) -> dict[str, Any]:
+    """Return the vLLM engine keywords: the longest context an episode reaches, the seed, ``cfg.vllm``."""
+    contexts = [rollout_config(cfg.protocol, **cfg.options).max_context_tokens]
+    if cfg.ood:
+        contexts.append(rollout_config(cfg.protocol, **{**cfg.options, **cfg.ood}).max_context_tokens)
+    return {"max_model_len": max(contexts), "seed": cfg.seed, **cfg.vllm}
+
+
+def close_policy(policy: Any) -> None:
+    """Free what a policy holds beyond Python's reach (a vLLM engine's GPU memory) before the next loads."""
+    close = getattr(policy, "close", None)
+    if callable(close):
+        close()
 
 
 def _reward_fn(cfg: Any) -> Callable[[Any], float]:
@@ -477,7 +493,10 @@ def _episodes(
             def compute(start: int, chunk: Sequence[Any]) -> pl.DataFrame:
                 return _chunk_frame(cfg, policy, world, start, chunk, check)
 
-            frames, chunk_log = run_chunks(queries, size, out, compute, tag=tag)
+            try:
+                frames, chunk_log = run_chunks(queries, size, out, compute, tag=tag)
+            finally:
+                close_policy(policy)
         else:
 
             def parallel(starts: list[int]) -> Iterable[tuple[int, pl.DataFrame]]:
