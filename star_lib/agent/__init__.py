@@ -12,12 +12,11 @@ from star_lib.agent.env import Episode, TravelEnv
 from star_lib.agent.expert import ExpertPolicy, plan_steps
 from star_lib.agent.factory import POLICY_KINDS, make_policy
 from star_lib.agent.fastgen import FastPolicy
+from star_lib.agent.openai_policy import OpenAIConfig, OpenAIPolicy
 from star_lib.agent.policies import (
     Conversation,
     EntropyGeneration,
     Generation,
-    OpenAIConfig,
-    OpenAIPolicy,
     Policy,
     SamplingParams,
     TransformersPolicy,

@@ -6,7 +6,7 @@ kind                      backend
 ``transformers``          :class:`~star_lib.agent.policies.TransformersPolicy` (HF ``generate``, CPU/GPU)
 ``fast``                  :class:`~star_lib.agent.fastgen.FastPolicy` (lean KV-cached sampler, Qwen2)
 ``vllm``                  :class:`~star_lib.agent.policies.VLLMPolicy` (GPU, import-guarded)
-``openai``                :class:`~star_lib.agent.policies.OpenAIPolicy` (any OpenAI-compatible endpoint)
+``openai``                :class:`~star_lib.agent.openai_policy.OpenAIPolicy` (any OpenAI-compatible endpoint)
 ``expert``                the protocol's programmatic expert (acts out reference plans)
 ========================  ==========================================================================
 
@@ -24,7 +24,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from star_lib.agent.policies import OpenAIConfig, Policy, SamplingParams
+from star_lib.agent.openai_policy import OpenAIConfig, OpenAIPolicy
+from star_lib.agent.policies import Policy, SamplingParams
 
 POLICY_KINDS: tuple[str, ...] = ("transformers", "fast", "vllm", "openai", "expert")
 """The backends :func:`make_policy` builds."""
@@ -92,8 +93,6 @@ def make_policy(
     if model is None:
         raise PolicyOptionError(f"the {kind} policy needs a model (a folder, a hub id or a loaded model)")
     if kind == "openai":
-        from star_lib.agent.policies import OpenAIPolicy
-
         return OpenAIPolicy(OpenAIConfig(model=str(model), **options), sampling, tokenizer=tokenizer)
     if isinstance(model, (str, Path)) and protocol is not None:
         from star_lib.agent.protocol import check_protocol

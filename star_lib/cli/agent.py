@@ -138,7 +138,8 @@ def _faults(args: argparse.Namespace) -> Any:
 
 
 def _openai_policy(model: str, args: argparse.Namespace, tokenizer: Any = None) -> Any:
-    from star_lib.agent.policies import OpenAIConfig, OpenAIPolicy, SamplingParams
+    from star_lib.agent.openai_policy import OpenAIConfig, OpenAIPolicy
+    from star_lib.agent.policies import SamplingParams
 
     config = OpenAIConfig(
         model=model,

@@ -362,7 +362,7 @@ def evaluate_policy(
 
 
 def endpoint_url(policy: Any) -> str | None:
-    """Return the endpoint root an :class:`~star_lib.agent.policies.OpenAIPolicy` sends to (None: not one)."""
+    """Return the endpoint root an :class:`~star_lib.agent.openai_policy.OpenAIPolicy` sends to (or None)."""
     config = getattr(policy, "config", None)
     if not hasattr(config, "api_key_env") or not hasattr(config, "base_url"):
         return None
@@ -447,7 +447,7 @@ def make_policy(
 
         return VLLMPolicy(model, sampling=sampling)
     if backend == "openai":
-        from star_lib.agent.policies import OpenAIConfig, OpenAIPolicy
+        from star_lib.agent.openai_policy import OpenAIConfig, OpenAIPolicy
 
         return OpenAIPolicy(OpenAIConfig(model=model, base_url=base_url), sampling)
     raise ValueError(f"backend must be transformers, vllm or openai; got {backend!r}")

@@ -8,7 +8,8 @@ from star_lib.agent.compact import CompactExpert
 from star_lib.agent.expert import ExpertPolicy
 from star_lib.agent.factory import POLICY_KINDS, PolicyOptionError, make_policy
 from star_lib.agent.fastgen import FastPolicy
-from star_lib.agent.policies import Conversation, OpenAIPolicy, SamplingParams, TransformersPolicy
+from star_lib.agent.openai_policy import OpenAIPolicy
+from star_lib.agent.policies import Conversation, SamplingParams, TransformersPolicy
 from star_lib.agent.protocol import ProtocolMismatchError, write_protocol
 
 GREEDY = SamplingParams(temperature=0.0)

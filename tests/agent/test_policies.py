@@ -8,10 +8,9 @@ import math
 import pytest
 
 from star_lib.agent.config import RolloutConfig
+from star_lib.agent.openai_policy import OpenAIConfig, OpenAIPolicy
 from star_lib.agent.policies import (
     Conversation,
-    OpenAIConfig,
-    OpenAIPolicy,
     Policy,
     SamplingParams,
     TransformersPolicy,
