@@ -15,10 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from star_lib.agent.config import RolloutConfig
+from star_lib.agent.openai_policy import OpenAIConfig, OpenAIPolicy
 from star_lib.agent.policies import (
     Conversation,
-    OpenAIConfig,
-    OpenAIPolicy,
     SamplingParams,
     TransformersPolicy,
     render_prompt_ids,
