@@ -245,8 +245,10 @@ class ClusterProfile:
         """Environment a job gives its training stages (read back by :meth:`from_launch_env`).
 
         The accelerate config travels as an absolute path: the job's working directory need not be the
-        submitter's. Processes without GPUs get ``ACCELERATE_USE_CPU=1``: with ``--multi_gpu`` that makes
-        accelerate start one CPU process per slot joined over gloo (``--cpu`` would start only one).
+        submitter's. Processes without GPUs and without an accelerate config get ``ACCELERATE_USE_CPU=1``:
+        with ``--multi_gpu`` that makes accelerate start one CPU process per slot joined over gloo (``--cpu``
+        would start only one). A config says it itself (``use_cpu``): the variable would turn its DeepSpeed
+        into plain DDP while TRL still gathers ZeRO-3 parameters, which fails at the first forward.
         """
         env = {
             "STAR_LAUNCHER": self.launcher,
@@ -256,7 +258,7 @@ class ClusterProfile:
         }
         if self.accelerate_config:
             env["STAR_ACCELERATE_CONFIG"] = str(Path(self.accelerate_config).resolve())
-        if not self.gpus_per_node and self.processes_per_node_or_gpus > 1:
+        if not self.gpus_per_node and self.processes_per_node_or_gpus > 1 and not self.accelerate_config:
             env["ACCELERATE_USE_CPU"] = "1"
         return env
 
