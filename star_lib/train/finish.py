@@ -108,13 +108,29 @@ def record_ranks(trainer: Any, out: Path, facts: dict[str, Any]) -> None:
 
 
 def weights_digest(model: Any) -> str:
-    """SHA-256 of a model's parameters and buffers (names and bytes, in name order)."""
+    """SHA-256 of a model's parameters and buffers (names and whole values, in name order).
+
+    Under DeepSpeed ZeRO-3 a rank holds a shard of each parameter (its local tensor is empty): each one is
+    gathered whole for its turn, one at a time, so the digest is of the weights the ranks share, not of
+    their shards. That gather is collective: every rank must call this.
+    """
+    import contextlib
     import hashlib
 
     import torch
 
+    tensors = dict(model.named_parameters())
+    tensors.update(model.named_buffers())
     digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
+    for name in sorted(tensors):
+        tensor = tensors[name]
+        whole = contextlib.nullcontext()
+        if hasattr(tensor, "ds_id"):  # a ZeRO-3 partitioned parameter
+            import deepspeed
+
+            whole = deepspeed.zero.GatheredParameters([tensor], modifier_rank=None)
+        with whole:
+            data = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
         digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        digest.update(data)
     return digest.hexdigest()
