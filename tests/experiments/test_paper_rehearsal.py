@@ -14,7 +14,9 @@ takes. What a GPU cluster would hit first, this hits first:
   same run submitted uninterrupted beside it;
 - the 7B runs on the 8-GPU DDP profile are refused before any `sbatch`.
 
-DeepSpeed ZeRO-3 is not rehearsed: `deepspeed` is a GPU extra (it builds CUDA ops) and is not installed here.
+The same grid under DeepSpeed ZeRO-3 (`slurm/rehearsal-cpu-zero3.yaml`, the path of `a100-8gpu-zero3.yaml`):
+DeepSpeed's CPU accelerator shards the training state over the two gloo ranks; every rank's gathered
+weights are one set, and the set the run saved.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "slurm" / "rehearsal-cpu.yaml"
+ZERO3 = ROOT / "slurm" / "rehearsal-cpu-zero3.yaml"
 GRID = "algorithm-paper"
 
 
@@ -127,3 +130,36 @@ def test_paper_grid_rehearsal_on_slurm_with_two_processes_per_job(
     same_metrics(rows, stable_metrics(reference / GRID / preempted))
     # scored as the paper scores: the 45 real train queries stand in for the official validation set
     assert {"eval/official/final_pass", "validation/official/final_pass"} <= {r["metric"] for r in rows}
+
+
+def test_paper_grid_rehearsal_under_deepspeed_zero3_shards_and_saves_one_set_of_weights(tmp_path):
+    """ZeRO-3 through the job's own launch (``accelerate launch --config_file zero3-cpu.yaml``).
+
+    Slurm's side of the path, and the other algorithms, are the test above; here submitit's local executor
+    runs one GRPO run of the grid to the end of RL, so the DeepSpeed path costs about a minute and a half.
+    """
+    import yaml
+    from transformers import AutoModelForCausalLM
+
+    from star_lib.train.finish import weights_digest
+
+    profile = yaml.safe_load(ZERO3.read_text())
+    profile.update(cluster="local", accelerate_config=str(ROOT / profile["accelerate_config"]))
+    local = tmp_path / "zero3-local.yaml"
+    local.write_text(yaml.safe_dump(profile))
+    grid = rehearsal(load_grid(GRID)).with_stages(["world", "synth", "teacher", "sft", "rl"])
+    run = grid.run(f"{GRID}__grpo_qwen2.5-1.5b__s0")
+    runs = tmp_path / "runs"
+    [job] = submit_grid(Grid(GRID, (run,)), load_profile(local), runs)
+    assert job.result()["status"] == "done"
+    for stage in ("sft", "rl"):
+        folder = stage_dir(runs, run.name, stage)
+        ranks = json.loads((folder / RANKS_FILE).read_text())["ranks"]
+        assert [r["rank"] for r in ranks] == [0, 1] and {r["backend"] for r in ranks} == {"gloo"}, stage
+        assert {r["distributed_type"] for r in ranks} == {"DistributedType.DEEPSPEED"}, (stage, ranks)
+        # each rank's gathered parameters: one set of weights, the one saved to model/
+        saved = weights_digest(AutoModelForCausalLM.from_pretrained(folder / "model"))
+        assert {r["weights_sha256"] for r in ranks} == {saved}, stage
+    sft = stage_dir(runs, run.name, "sft")
+    base = weights_digest(AutoModelForCausalLM.from_pretrained(sft / "base"))
+    assert base != json.loads((sft / RANKS_FILE).read_text())["ranks"][0]["weights_sha256"]  # SFT trained
