@@ -27,6 +27,7 @@ OFF_PATH = {
     "bm25s": "the QA retriever: the check runs no QA evaluation",
     "Stemmer": "the QA retriever's stemmer",
     "sentence_transformers": "the QA dense retriever",
+    "deepspeed": "gathering ZeRO-3 shards (train.finish.weights_digest): the check runs no ZeRO-3",
 }
 """Outside packages imported only inside functions the check never calls, and why."""
 

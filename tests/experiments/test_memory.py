@@ -85,7 +85,12 @@ def test_memory_profiles_say_their_gpu_memory_and_accelerate_configs_their_strat
         p.name: strategy_of_accelerate_config(yaml.safe_load(p.read_text()))
         for p in (SLURM / "accelerate").glob("*.yaml")
     }
-    assert strategies == {"ddp.yaml": "ddp", "zero3.yaml": "zero3", "zero3-2node.yaml": "zero3"}
+    assert strategies == {
+        "ddp.yaml": "ddp",
+        "zero3.yaml": "zero3",
+        "zero3-2node.yaml": "zero3",
+        "zero3-cpu.yaml": "zero3",
+    }
 
 
 def _experiment(tmp_path: Path, model: str) -> Path:
