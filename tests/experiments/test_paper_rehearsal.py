@@ -21,6 +21,7 @@ weights are one set, and the set the run saved.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from pathlib import Path
@@ -136,21 +137,17 @@ def test_paper_grid_rehearsal_under_deepspeed_zero3_shards_and_saves_one_set_of_
     """ZeRO-3 through the job's own launch (``accelerate launch --config_file zero3-cpu.yaml``).
 
     Slurm's side of the path, and the other algorithms, are the test above; here submitit's local executor
-    runs one GRPO run of the grid to the end of RL, so the DeepSpeed path costs about a minute and a half.
+    runs one GRPO run of the grid to the end of RL, so the DeepSpeed path costs two to three minutes.
     """
-    import yaml
     from transformers import AutoModelForCausalLM
 
     from star_lib.train.finish import weights_digest
 
-    profile = yaml.safe_load(ZERO3.read_text())
-    profile.update(cluster="local", accelerate_config=str(ROOT / profile["accelerate_config"]))
-    local = tmp_path / "zero3-local.yaml"
-    local.write_text(yaml.safe_dump(profile))
+    local = dataclasses.replace(load_profile(ZERO3), cluster="local")
     grid = rehearsal(load_grid(GRID)).with_stages(["world", "synth", "teacher", "sft", "rl"])
     run = grid.run(f"{GRID}__grpo_qwen2.5-1.5b__s0")
     runs = tmp_path / "runs"
-    [job] = submit_grid(Grid(GRID, (run,)), load_profile(local), runs)
+    [job] = submit_grid(Grid(GRID, (run,)), local, runs)
     assert job.result()["status"] == "done"
     for stage in ("sft", "rl"):
         folder = stage_dir(runs, run.name, stage)
