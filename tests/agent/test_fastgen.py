@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from star_lib.agent.fastgen import FastPolicy, FastQwen2, check_against_transformers
+from star_lib.agent.fastgen import FastPolicy, FastQwen2, check_against_transformers, sample_tokens
 from star_lib.agent.policies import Conversation, EntropyGeneration, SamplingParams, TransformersPolicy
 from star_lib.train.tokenizer import train_tokenizer
 
@@ -118,3 +118,15 @@ def test_fastgen_refuses_other_architectures(model) -> None:
             FastQwen2(model)
     finally:
         model.config.model_type = "qwen2"
+
+
+def test_fastgen_sampler_draws_the_processed_distribution() -> None:
+    # inverse-CDF sampling (one uniform per row) must match softmax(logits / T) after top-p, and never pick
+    # a token top-p removed or one of probability 0
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, -float("inf")]]).repeat(40_000, 1)
+    sampling = SamplingParams(temperature=1.0, top_p=0.9)
+    token, logprob = sample_tokens(logits, sampling, torch.Generator().manual_seed(0))
+    kept = torch.softmax(torch.tensor([2.0, 1.0, 0.0]), -1)  # 0.64 + 0.24 < 0.9: the third token stays
+    freq = torch.bincount(token, minlength=5).double() / len(token)
+    assert torch.allclose(freq[:3], kept.double(), atol=0.01) and freq[3:].sum() == 0
+    assert torch.allclose(logprob, kept.log()[token], atol=1e-5)
