@@ -148,20 +148,25 @@ def decode_gflop(config: Any, batch: int, context: float) -> float:
 # ───────────────────────────── stages ─────────────────────────────
 
 
-def lm_step(model: Any, batch: int, length: int) -> Callable[[], float]:
-    """One timed causal-LM training step (forward + backward + AdamW) on random tokens (the warm-up's)."""
+def timed_step(model: Any, loss: Callable[[], Any]) -> Callable[[], float]:
+    """A timed training step of ``model``: ``loss()`` (the forward), backward, AdamW step; seconds."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(VOCAB, (batch, length))  # (B, L)
-    mask = torch.ones_like(ids)
 
     def step() -> float:
         start = time.perf_counter()
-        model(input_ids=ids, attention_mask=mask, labels=ids).loss.backward()
+        loss().backward()
         optimizer.step()
         optimizer.zero_grad()
         return time.perf_counter() - start
 
     return step
+
+
+def lm_step(model: Any, batch: int, length: int) -> Callable[[], float]:
+    """One timed causal-LM training step on random tokens (the warm-up's plain loss)."""
+    ids = torch.randint(VOCAB, (batch, length))  # (B, L)
+    mask = torch.ones_like(ids)
+    return timed_step(model, lambda: model(input_ids=ids, attention_mask=mask, labels=ids).loss)
 
 
 def sft_step(model: Any, batch: int, length: int, labelled: bool) -> Callable[[], float]:
@@ -177,19 +182,12 @@ def sft_step(model: Any, batch: int, length: int, labelled: bool) -> Callable[[]
         from star_lib.train.sft import add_labelled_lm_head
 
         add_labelled_lm_head(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ids = torch.randint(VOCAB, (batch, length))  # (B, L)
     mask = torch.ones_like(ids)
     labels = ids.masked_fill(torch.rand(batch, length) > ASSISTANT_SHARE, -100)
-
-    def step() -> float:
-        start = time.perf_counter()
-        model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        return time.perf_counter() - start
-
-    return step
+    return timed_step(
+        model, lambda: model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True).loss
+    )
 
 
 def rl_step(model: Any, batch: int, length: int) -> Callable[[], float]:
@@ -197,21 +195,16 @@ def rl_step(model: Any, batch: int, length: int) -> Callable[[], float]:
     from trl.trainer.utils import add_fused_lm_head
 
     add_fused_lm_head(model, temperature=0.8, outputs=("log_probs", "entropy"))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ids = torch.randint(VOCAB, (batch, length))  # (B, L)
     mask = torch.ones_like(ids)
     labels = ids.clone()
     labels[:, :PROMPT] = -100
 
-    def step() -> float:
-        start = time.perf_counter()
+    def loss() -> Any:
         out = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
-        (out.log_probs.sum() / 1000).backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        return time.perf_counter() - start
+        return out.log_probs.sum() / 1000
 
-    return step
+    return timed_step(model, loss)
 
 
 def sampler() -> Callable[..., Any]:

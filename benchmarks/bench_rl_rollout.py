@@ -39,21 +39,15 @@ import torch  # noqa: E402
 
 from star_lib.agent import fastgen  # noqa: E402
 
+LIBRARY_SAMPLE = fastgen.sample_tokens
+"""The library's sampler (``old_path`` swaps ``fastgen.sample_tokens`` out)."""
+
 
 def legacy_sample(logits: Any, sampling: Any, generator: Any = None) -> tuple[Any, Any]:
     """The sampler before the inverse-CDF one: ``torch.multinomial`` (an exponential per vocabulary entry)."""
-    cfg = sampling
-    logits = logits.float()
-    if cfg.temperature == 0:
-        token = logits.argmax(-1)
-        return token, torch.log_softmax(logits, -1).gather(-1, token.unsqueeze(-1)).squeeze(-1)
-    logits = logits / cfg.temperature
-    if cfg.top_p < 1.0:
-        ordered, index = torch.sort(logits, descending=True)
-        probs = torch.softmax(ordered, -1)
-        drop = probs.cumsum(-1) - probs > cfg.top_p
-        logits = logits.scatter(-1, index, ordered.masked_fill(drop, float("-inf")))
-    logp = torch.log_softmax(logits, -1)
+    if sampling.temperature == 0:
+        return LIBRARY_SAMPLE(logits, sampling, generator)  # greedy: unchanged
+    logp = fastgen.sampling_logprobs(logits, sampling)
     token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
     return token, logp.gather(-1, token.unsqueeze(-1)).squeeze(-1)
 
