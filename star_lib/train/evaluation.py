@@ -36,11 +36,19 @@ def _greedy_policy(model: Any, tokenizer: Any) -> Any:
     return TransformersPolicy(model, tokenizer, SamplingParams(temperature=0.0), batch_size=16)
 
 
+def _fast_greedy_policy(model: Any, tokenizer: Any) -> Any:
+    from star_lib.agent.fastgen import FastPolicy
+    from star_lib.agent.policies import SamplingParams
+
+    return FastPolicy(model, tokenizer, SamplingParams(temperature=0.0))  # built per evaluation: new weights
+
+
 class HeldOutEvalCallback:
     """Greedy evaluation on held-out queries every ``eval_steps`` and at the end (stage ``eval``).
 
     Tools run under ``cfg.eval_faults`` (independent of the training rollouts' ``cfg.faults``). The policy is
-    the trained model, decoding greedily, unless ``policy_factory(model, tokenizer)`` builds another (tests).
+    the trained model, decoding greedily (with the KV-cached CPU sampler under ``cfg.fast_generation``),
+    unless ``policy_factory(model, tokenizer)`` builds another (tests).
     """
 
     def __init__(
@@ -54,7 +62,8 @@ class HeldOutEvalCallback:
     ) -> None:
         self.cfg, self.queries, self.world = cfg, list(queries), world
         self.metrics, self.rollout_log = metrics, rollout_log
-        self.policy_factory = policy_factory or _greedy_policy
+        fast = getattr(cfg, "fast_generation", False)
+        self.policy_factory = policy_factory or (_fast_greedy_policy if fast else _greedy_policy)
         self.trainer: Any = None
         self.done_steps: set[int] = set()
 

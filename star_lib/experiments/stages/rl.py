@@ -2,7 +2,9 @@
 
 Reads the world, synth ``rl/train.jsonl`` and the SFT ``model/``; writes ``model/``, the training metrics
 and the rollouts. The policy sees the experiment's tool faults. The section sets any ``RLRunConfig`` field the
-stage does not set itself (:func:`axis_fields`, :func:`path_fields`).
+stage does not set itself (:func:`axis_fields`, :func:`path_fields`); ``eval_data: held-out`` scores the
+run's held-out tasks (synth ``base/test.jsonl``, clean tools) every ``eval_steps`` during training, the
+learning curve a pilot reads (its ``eval/…`` metrics, stage ``eval`` of the stage's ``metrics.parquet``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ def axis_fields(axes: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+HELD_OUT = "held-out"
+"""The ``rl.eval_data`` value that names the run's own held-out tasks."""
+
+
 def path_fields(inputs: Mapping[str, Path], out: Path) -> dict[str, Any]:
     """Return the ``RLRunConfig`` fields of where the run reads and writes."""
     return {
@@ -46,7 +52,10 @@ def run_rl_stage(cfg: RunSection, inputs: Mapping[str, Path], out: Path) -> dict
     from star_lib.train.resume import resume_point
     from star_lib.train.rl import RLRunConfig, run_rl
 
-    run_cfg = RLRunConfig(**path_fields(inputs, out), **axis_fields(cfg.axes), **cfg.options)
+    options = dict(cfg.options)
+    if options.get("eval_data") == HELD_OUT:
+        options["eval_data"] = str(inputs["held_out"])
+    run_cfg = RLRunConfig(**path_fields(inputs, out), **axis_fields(cfg.axes), **options)
     checkpoint = resume_point(out)  # a requeued job continues from what its previous attempt saved here
     train_and_record(run_cfg, out, "rl", lambda run_cfg: run_rl(run_cfg, resume=checkpoint or False))
     return {"resumed_from": checkpoint.name if checkpoint else None}
@@ -71,6 +80,7 @@ STAGE = Stage(
         "world": ("world", "db"),
         "data": ("synth", "rl/train.jsonl"),
         "model": ("sft", "model"),
+        "held_out": ("synth", "base/test.jsonl"),  # for eval_data: held-out (the learning curve)
     },
     reads=(
         "model",

@@ -44,7 +44,7 @@ def _training_rows(logged: Any, stage: str) -> list[dict[str, Any]]:
     """Per-step rows from a training log (one row per log event, one column per metric).
 
     Rows the log holds for another phase (the copy warm-up before SFT) are prefixed with it:
-    ``warmup/train/loss``.
+    ``warmup/train/loss``; keys that already carry it keep theirs (RL's held-out curve: ``eval/final_pass``).
     """
     if not getattr(logged, "height", 0) or "step" not in logged.columns:
         return []
@@ -60,7 +60,7 @@ def _training_rows(logged: Any, stage: str) -> list[dict[str, Any]]:
                 rows.append(
                     {
                         "step": int(step) if step is not None else None,
-                        "metric": f"{prefix}{key}",
+                        "metric": key if key.startswith(prefix) else f"{prefix}{key}",
                         "value": float(value),
                         "phase": phase or stage,
                     }
