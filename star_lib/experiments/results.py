@@ -68,6 +68,9 @@ CURVE_SCHEMA: dict[str, Any] = {
 RL_CURVE = "train/reward"
 """The RL stage's per-step metric a published summary keeps as its training curve (``rl_steps``,
 ``rl_reward``): the mean reward of each step's rollouts."""
+HELD_OUT_CURVE: tuple[str, ...] = ("eval/final_pass", "eval/cs_micro", "eval/parseable_plans")
+"""The RL stage's held-out metrics (``rl.eval_data: held-out``) a published summary keeps per evaluated step
+(``heldout_steps`` and one list per metric, ``heldout_final_pass`` …): the pilot's learning curve."""
 
 
 @dataclass

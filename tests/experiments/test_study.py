@@ -793,3 +793,28 @@ def test_unbounded_study_values_are_refused_naming_the_key(toy_study, values, sa
     path.write_text(yaml.safe_dump({"grids": ["rewards"], **values}))
     with pytest.raises(StudyError, match=f"study.yaml: {said}"):
         read_study(path)
+
+
+def test_a_summary_keeps_the_held_out_curve_rl_scored_during_training(tmp_path):
+    from star_lib.experiments.grids import Grid
+    from star_lib.experiments.study.publish import run_summary
+
+    rows = [("rl", 25, "eval/final_pass", 0.1), ("rl", 50, "eval/final_pass", 0.2)]
+    rows += [
+        ("rl", 25, "eval/cs_micro", 0.5),
+        ("rl", 50, "eval/cs_micro", 0.6),
+        ("rl", 50, "train/reward", 0.3),
+    ]
+    rows += [("eval", None, "eval/final_pass", 0.25), ("rl", None, "eval/final_pass", 0.9)]
+    frame = pl.DataFrame(rows, schema=["stage", "step", "metric", "value"], orient="row")
+    (tmp_path / "run").mkdir()
+    frame.write_parquet(tmp_path / "run" / "metrics.parquet")
+    config = toy(name="pilot__sum__s0")
+    grid = Grid(name="pilot", runs=(config,), axes={"reward": ["sum"]})
+    row = run_summary(grid, config, tmp_path / "run", ("abc1234", False)).row(0, named=True)
+    assert row["heldout_steps"] == [25, 50] and row["heldout_final_pass"] == [0.1, 0.2]
+    assert row["heldout_cs_micro"] == [0.5, 0.6] and "heldout_parseable_plans" not in row
+    assert row["eval/final_pass"] == 0.25 and row["rl_steps"] == [50]  # the eval stage's score, the RL curve
+    # a run whose RL scored nothing during training has no curve columns
+    frame.filter(pl.col("stage") != "rl").write_parquet(tmp_path / "run" / "metrics.parquet")
+    assert "heldout_steps" not in run_summary(grid, config, tmp_path / "run", ("abc1234", False)).columns

@@ -71,7 +71,13 @@ def run_summary(grid: Grid, config: ExperimentConfig, run_dir: Path, commit: tup
     """
     import polars as pl
 
-    from star_lib.experiments.results import AXIS_SCHEMA, RL_CURVE, held_out_outcomes, outcome_schema
+    from star_lib.experiments.results import (
+        AXIS_SCHEMA,
+        HELD_OUT_CURVE,
+        RL_CURVE,
+        held_out_outcomes,
+        outcome_schema,
+    )
     from star_lib.experiments.runner import read_run_record
 
     path = run_dir / "metrics.parquet"
@@ -87,6 +93,7 @@ def run_summary(grid: Grid, config: ExperimentConfig, run_dir: Path, commit: tup
         elif metric == "cost/stage_wall_s":
             values[f"cost/{stage}_s"] = value
     curve = metrics.filter((pl.col("stage") == "rl") & (pl.col("metric") == RL_CURVE)).sort("step")
+    held_out = _held_out_curve(metrics, HELD_OUT_CURVE)
     outcomes = held_out_outcomes(run_dir)
     # the code that ran, as run.json recorded it at the start; `commit` only for runs older than that record
     ran_at = (record["commit"], bool(record.get("dirty"))) if record.get("commit") else commit
@@ -109,6 +116,7 @@ def run_summary(grid: Grid, config: ExperimentConfig, run_dir: Path, commit: tup
         "config": json.dumps(config.to_dict(), sort_keys=True),
         "rl_steps": [int(s) for s in curve["step"].to_list()],
         "rl_reward": [float(v) for v in curve["value"].to_list()],
+        **held_out,
         **values,
         **outcomes,
     }
@@ -116,9 +124,30 @@ def run_summary(grid: Grid, config: ExperimentConfig, run_dir: Path, commit: tup
         **{k: AXIS_SCHEMA[k] for k in AXIS_SCHEMA},
         "rl_steps": pl.List(pl.Int64),
         "rl_reward": pl.List(pl.Float64),
+        **{k: pl.List(pl.Int64 if k == "heldout_steps" else pl.Float64) for k in held_out},
         **outcome_schema(outcomes),
     }
     return pl.DataFrame([row], schema_overrides=schema)
+
+
+def _held_out_curve(metrics: Any, names: Sequence[str]) -> dict[str, list[Any]]:
+    """Return the RL stage's held-out scores per evaluated step (``heldout_steps``, ``heldout_final_pass`` …).
+
+    Empty when the run's RL did not evaluate its held-out tasks during training (``rl.eval_data``).
+    """
+    import polars as pl
+
+    rows = metrics.filter(
+        (pl.col("stage") == "rl") & pl.col("step").is_not_null() & pl.col("metric").is_in(list(names))
+    )
+    if not rows.height:
+        return {}
+    wide = rows.pivot(on="metric", index="step", values="value", aggregate_function="last").sort("step")
+    curve: dict[str, list[Any]] = {"heldout_steps": [int(s) for s in wide["step"]]}
+    for name in names:
+        if name in wide.columns:
+            curve["heldout_" + name.removeprefix("eval/")] = [float(v) for v in wide[name]]
+    return curve
 
 
 def _arm(run: str) -> str:
