@@ -167,7 +167,9 @@ def test_study_dry_run_lists_every_finding_with_three_seeds_per_arm_and_flags_gr
     assert main(["study", "--scale", "tiny", "--dry-run"]) == 0
     out = capsys.readouterr().out
     study = read_study()
-    grids = study.load_grids()
+    pilot, *grids = study.load_grids()
+    assert pilot.name == "pilot" and f"  {pilot.runs[0].name} " in out  # issue 21: the pilot runs first
+    assert all(config.rl["eval_data"] == "held-out" for config in pilot.runs)
     assert {g.finding for g in grids} == {*FINDINGS, "interactions"}
     for grid in grids:
         arms: dict[str, set[int]] = {}
@@ -185,7 +187,7 @@ def test_study_dry_run_lists_every_finding_with_three_seeds_per_arm_and_flags_gr
         grid = line.split(" (finding ")[0] if " (finding " in line else grid
         if "OVER the 90-minute budget" in line:
             over.add(grid)
-    assert over <= {"algorithm", "interactions", "reward"}, over
+    assert over <= {"algorithm", "interactions", "reward", "pilot"}, over  # the pilot: 600 RL steps a seed
     models = {c.model for g in grids for c in g.runs}
     assert models == {"tiny-s", "tiny", "tiny-l"}  # the scale axis
 
@@ -242,6 +244,21 @@ def test_study_estimate_shares_sft_across_arms_and_grids():
     assert third.count("teacher") == 0 and third.count("synth") == 3  # more RL prompts, the same SFT tasks
     assert second.count("rl") == len(reward) - 6  # its SUM arms are the scale grid's runs
     assert second.seconds < second.alone_s
+
+
+def test_study_estimate_counts_the_held_out_curve_of_the_pilot():
+    from star_lib.experiments.grids import Grid
+    from star_lib.experiments.study import Timing, estimate, read_study
+
+    (pilot,) = read_study().load_grids(["pilot"], seeds=[0])
+    run = pilot.runs[0]
+    timing = Timing(eval_episode=0.5)
+    (with_curve,) = estimate([pilot], timing)
+    (without,) = estimate([Grid("plain", (run.replace(rl={**run.rl, "eval_data": None}),))], timing)
+    scored = min(run.rl["eval_limit"], run.synth["n_test"])
+    evaluations = -(-run.rl["max_steps"] // run.rl["eval_steps"])  # every eval_steps, and the last step
+    extra = with_curve.runs[0].new["rl"] - without.runs[0].new["rl"]
+    assert extra == pytest.approx(evaluations * scored * 0.5)
 
 
 def test_study_estimate_divides_only_greedy_fast_evaluations_by_the_split_speedup():

@@ -109,8 +109,14 @@ def _stage_seconds(name: str, config: ExperimentConfig, timing: Timing, eval_pro
         return factor * (warm * timing.warmup_step + config.sft.get("max_steps", 0) * timing.sft_step)
     if name == "rl":
         rl = config.rl
-        episodes = rl.get("max_steps", 50) * rl.get("prompts_per_step", 2) * rl.get("num_generations", 8)
-        return factor * timing.algorithm_factor.get(config.algorithm, 1.0) * episodes * timing.rl_episode
+        steps = rl.get("max_steps", 50)
+        episodes = steps * rl.get("prompts_per_step", 2) * rl.get("num_generations", 8)
+        seconds = factor * timing.algorithm_factor.get(config.algorithm, 1.0) * episodes * timing.rl_episode
+        if rl.get("eval_data"):  # the held-out curve: every eval_steps and at the end, greedy in-process
+            every = rl.get("eval_steps", 25)
+            scored = min(rl.get("eval_limit", 100), config.synth.get("n_test", 200))
+            seconds += factor * (steps // every + bool(steps % every)) * scored * timing.eval_episode
+        return seconds
     if name == "eval":
         models = len(config.eval.get("models") or [None])
         cap = config.eval.get("max_queries")
