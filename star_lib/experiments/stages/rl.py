@@ -4,7 +4,7 @@ Reads the world, synth ``rl/train.jsonl`` and the SFT ``model/``; writes ``model
 and the rollouts. The policy sees the experiment's tool faults. The section sets any ``RLRunConfig`` field the
 stage does not set itself (:func:`axis_fields`, :func:`path_fields`); ``eval_data: held-out`` scores the
 run's held-out tasks (synth ``base/test.jsonl``, clean tools) every ``eval_steps`` during training, the
-learning curve a pilot reads (its ``eval/…`` metrics, stage ``eval`` of the stage's ``metrics.parquet``).
+learning curve a pilot reads (``eval/…`` metrics per step, stage ``rl`` of the run's ``metrics.parquet``).
 """
 
 from __future__ import annotations
