@@ -48,8 +48,9 @@ def eval_stage(run_dir: Path) -> tuple[object, dict[str, Path], Path, int]:
     if missing:
         raise SystemExit(f"{run_dir}: its stage cache no longer holds {missing}")
     stage = build_registry().get("eval")
-    inputs = input_paths(stage, config.stages, folders)
-    return stage.resolve_config(config), inputs, folders["eval"], config.threads or (os.cpu_count() or 1)
+    resolved = stage.resolve_config(config)
+    inputs = input_paths(stage, config.stages, folders, resolved)
+    return resolved, inputs, folders["eval"], config.threads or (os.cpu_count() or 1)
 
 
 def same_outputs(a: Path, b: Path) -> bool:

@@ -163,8 +163,10 @@ def run_stages(
     return outputs
 
 
-def input_paths(stage: Stage, stages: Sequence[str], folders: Mapping[str, Path]) -> dict[str, Path]:
-    """Return the paths ``stage`` reads, given the output folder of each earlier stage.
+def input_paths(
+    stage: Stage, stages: Sequence[str], folders: Mapping[str, Path], config: Any
+) -> dict[str, Path]:
+    """Return the paths ``stage`` (of resolved config ``config``) reads, given each earlier stage's folder.
 
     An optional input (its spec ends in ``?``, e.g. ``ood?``) whose source did not write it is left out.
 
@@ -173,7 +175,7 @@ def input_paths(stage: Stage, stages: Sequence[str], folders: Mapping[str, Path]
 
     """
     paths: dict[str, Path] = {}
-    for input_name, (source, spec) in stage.inputs(tuple(stages)).items():
+    for input_name, (source, spec) in stage.inputs(tuple(stages), config).items():
         rel = spec.removesuffix("?")
         if spec.endswith("?") and (source not in folders or not (folders[source] / rel).exists()):
             continue
@@ -210,10 +212,11 @@ def _run_stage(
 ) -> StageOutput:
     """Look up or build one stage from the outputs of the stages before it."""
     stage = registry.get(name)
-    inputs = input_paths(stage, config.stages, {source: out.path for source, out in outputs.items()})
+    folders = {source: out.path for source, out in outputs.items()}
+    inputs = input_paths(stage, config.stages, folders, stage_config)
     hashes = {
         input_name: outputs[source].file_hash(spec.removesuffix("?"))
-        for input_name, (source, spec) in stage.inputs(config.stages).items()
+        for input_name, (source, spec) in stage.inputs(config.stages, stage_config).items()
         if input_name in inputs
     }
     config_dict = stage.config_dict(stage_config)

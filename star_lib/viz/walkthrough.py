@@ -225,7 +225,8 @@ def run_setting(run_dir: str | Path, n_tasks: int = N_TASKS, protocol: str | Non
     record = read_run_record(run_dir) or {}
     cache = Path(record.get("cache") or run_dir.parent.parent / "_stages")
     folders = {row["stage"]: cache / row["stage"] / row["key"] for row in record.get("stages") or []}
-    inputs = input_paths(build_registry().get("eval"), config.stages, folders)
+    stage = build_registry().get("eval")
+    inputs = input_paths(stage, config.stages, folders, stage.resolve_config(config))
     base = inputs["sft"] / "base" if "sft" in inputs else None
     return _setting(
         config,

@@ -91,7 +91,8 @@ def trained(tmp_path_factory):
     assert result.status == "done", result.error
     folders = {s["stage"]: root / "_stages" / s["stage"] / s["key"] for s in result.stages}
     stage = build_registry().get("eval")
-    return config, stage.resolve_config(config), input_paths(stage, config.stages, folders)
+    resolved = stage.resolve_config(config)
+    return config, resolved, input_paths(stage, config.stages, folders, resolved)
 
 
 def test_split_evaluation_gives_the_episodes_and_metrics_of_one_process(trained, tmp_path, monkeypatch):

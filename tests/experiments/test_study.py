@@ -167,9 +167,13 @@ def test_study_dry_run_lists_every_finding_with_three_seeds_per_arm_and_flags_gr
     assert main(["study", "--scale", "tiny", "--dry-run"]) == 0
     out = capsys.readouterr().out
     study = read_study()
-    pilot, *grids = study.load_grids()
-    assert pilot.name == "pilot" and f"  {pilot.runs[0].name} " in out  # issue 21: the pilot runs first
-    assert all(config.rl["eval_data"] == "held-out" for config in pilot.runs)
+    every = study.load_grids()
+    pilots = [g for g in every if g.finding is None]  # issue 21: the pilots run first, each with its curve
+    grids = every[len(pilots) :]
+    assert [g.name for g in pilots][:1] == ["pilot"] and all(g.name.startswith("pilot") for g in pilots)
+    for pilot in pilots:
+        assert f"  {pilot.runs[0].name} " in out
+        assert all(config.rl["eval_data"] == "held-out" for config in pilot.runs)
     assert {g.finding for g in grids} == {*FINDINGS, "interactions"}
     for grid in grids:
         arms: dict[str, set[int]] = {}
@@ -259,6 +263,38 @@ def test_study_estimate_counts_the_held_out_curve_of_the_pilot():
     evaluations = -(-run.rl["max_steps"] // run.rl["eval_steps"])  # every eval_steps, and the last step
     extra = with_curve.runs[0].new["rl"] - without.runs[0].new["rl"]
     assert extra == pytest.approx(evaluations * scored * 0.5)
+
+
+def test_only_an_rl_stage_that_scores_the_held_out_curve_depends_on_the_held_out_tasks(tmp_path):
+    import dataclasses
+
+    from star_lib.experiments.stages import build_registry
+
+    def model_only(cfg, inputs, out):  # stands in for training: the keys are what is tested
+        (out / "model").mkdir()
+        (out / "model" / "weights").write_text("w")
+
+    registry = build_registry()
+    for name in ("sft", "rl"):
+        stage = registry.get(name)
+        inputs = (lambda stages, config: {}) if name == "sft" else stage.inputs  # the real RL inputs
+        registry.add(dataclasses.replace(stage, run=model_only, inputs=inputs))
+    cache = tmp_path / "_stages"
+    synth = {k: v for k, v in TOY["synth"].items() if k != "ood"}
+    for eval_data, shared in ((None, True), ("held-out", False)):
+        keys = []
+        for test_mix in ("easy", "0:1:0"):  # other held-out tasks, the same RL prompts and SFT data
+            config = toy(
+                name=f"{eval_data}-{test_mix}".replace(":", "-"),
+                stages=["world", "synth", "sft", "rl"],
+                synth={**synth, "test_mix": test_mix},
+                rl={"eval_data": eval_data} if eval_data else {},
+            )
+            result = run_experiment(config, tmp_path / "g" / config.name, cache=cache, registry=registry)
+            assert result.status == "done", result.error
+            keys.append({s["stage"]: s["key"] for s in result.stages})
+        assert keys[0]["synth"] != keys[1]["synth"] and keys[0]["sft"] == keys[1]["sft"]
+        assert (keys[0]["rl"] == keys[1]["rl"]) is shared, eval_data
 
 
 def test_study_estimate_divides_only_greedy_fast_evaluations_by_the_split_speedup():

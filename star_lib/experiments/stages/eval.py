@@ -178,7 +178,7 @@ def _eval_models(cfg: EvalStageConfig, inputs: Mapping[str, Path]) -> list[tuple
     return [(m, paths[m]) for m in cfg.models]
 
 
-def _eval_inputs(stages: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+def _eval_inputs(stages: tuple[str, ...], config: EvalStageConfig) -> dict[str, tuple[str, str]]:
     """Return the eval inputs: world, tasks, the SFT output (``base/``, ``model/``) and the RL model."""
     inputs = {"world": ("world", "db"), "data": ("synth", "base/test.jsonl"), "ood": ("synth", "ood?")}
     if "sft" in stages:

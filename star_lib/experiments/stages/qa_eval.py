@@ -88,7 +88,7 @@ def run_qa_eval(cfg: QAStageConfig, inputs: Mapping[str, Path], out: Path) -> di
     return {}
 
 
-def _qa_inputs(stages: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+def _qa_inputs(stages: tuple[str, ...], config: Any) -> dict[str, tuple[str, str]]:
     if "rl" in stages:
         return {"model": ("rl", "model")}
     if "sft" in stages:

@@ -32,8 +32,9 @@ from star_lib.travel.checks import VERDICTS_VERSION
 
 StageFn = Callable[[Any, Mapping[str, Path], Path], "dict[str, Any] | None"]
 """``run(config, inputs, out_dir)``."""
-InputSpec = Callable[[tuple[str, ...]], "dict[str, tuple[str, str]]"]
-"""Given the experiment's stage list, the inputs ``{name: (stage, artifact path inside its output)}``."""
+InputSpec = Callable[[tuple[str, ...], Any], "dict[str, tuple[str, str]]"]
+"""Given the experiment's stage list and the stage's resolved config, the inputs ``{name: (stage, artifact
+path inside its output)}``: an input the config does not read is left out, so it is not part of the key."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ class Stage:
     config_type: type = RunSection
     """The stage's own config dataclass (section keys + the axes it reads + ``options``), or
     :class:`RunSection` when the stage has no settings of its own."""
-    inputs: InputSpec = lambda stages: {}
+    inputs: InputSpec = lambda stages, config: {}
     """Inputs it reads from earlier stages."""
     reads: tuple[str, ...] = ()
     """The experiment axes a :class:`RunSection` stage reads (a ``config_type`` names its own as fields)."""

@@ -67,6 +67,18 @@ def _stage_fields() -> dict[str, Any]:
     return {**axis_fields(ExperimentConfig().axes()), **path_fields(inputs, Path())}
 
 
+def _rl_inputs(stages: tuple[str, ...], config: RunSection) -> dict[str, tuple[str, str]]:
+    """Return the RL inputs: world, prompts, the SFT model, and the held-out tasks when the curve reads them.
+
+    Only a run with ``eval_data: held-out`` reads synth ``base/test.jsonl``, so only its key depends on the
+    held-out set: runs that differ in it alone (a ``test_mix``) share their RL stage otherwise.
+    """
+    inputs = {"world": ("world", "db"), "data": ("synth", "rl/train.jsonl"), "model": ("sft", "model")}
+    if config.options.get("eval_data") == HELD_OUT:
+        inputs["held_out"] = ("synth", "base/test.jsonl")
+    return inputs
+
+
 def _rl_config_type() -> type:
     from star_lib.train.rl import RLRunConfig
 
@@ -76,12 +88,7 @@ def _rl_config_type() -> type:
 STAGE = Stage(
     "rl",
     run_rl_stage,
-    inputs=lambda stages: {
-        "world": ("world", "db"),
-        "data": ("synth", "rl/train.jsonl"),
-        "model": ("sft", "model"),
-        "held_out": ("synth", "base/test.jsonl"),  # for eval_data: held-out (the learning curve)
-    },
+    inputs=_rl_inputs,
     reads=(
         "model",
         "reward",

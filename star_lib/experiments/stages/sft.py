@@ -70,7 +70,7 @@ def _sft_key_facts(cfg: RunSection) -> dict[str, Any]:
 STAGE = Stage(
     "sft",
     run_sft_stage,
-    inputs=lambda stages: {"sft_data": ("teacher", "train.jsonl")},
+    inputs=lambda stages, config: {"sft_data": ("teacher", "train.jsonl")},
     reads=("model", "protocol"),  # the protocol of the teacher data is recorded in the checkpoint
     run_config=RunConfigSpec(_sft_config_type, _stage_fields),
     uses_gpu=True,

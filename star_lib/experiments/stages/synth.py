@@ -235,7 +235,7 @@ STAGE = Stage(
     "synth",
     run_synth,
     SynthStageConfig,
-    inputs=lambda stages: {"world": ("world", "db")},
+    inputs=lambda stages, config: {"world": ("world", "db")},
     run_config=RunConfigSpec(_synth_config_type, lambda: synth_fields(1, "easy", 0)),
     scores_plans=True,  # reference plans are verified by the strict evaluator
 )

@@ -70,7 +70,7 @@ STAGE = Stage(
     "teacher",
     run_teacher,
     TeacherStageConfig,
-    inputs=lambda stages: {"world": ("world", "db"), "data": ("synth", "base/train.jsonl")},
+    inputs=lambda stages, config: {"world": ("world", "db"), "data": ("synth", "base/train.jsonl")},
     run_config=RunConfigSpec(rollout_config_type, lambda: protocol_fields("react")),
     scores_plans=True,  # keeps the episodes whose plan passes
 )

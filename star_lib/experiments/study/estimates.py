@@ -145,7 +145,7 @@ def stage_signatures(config: ExperimentConfig, registry: Any = None) -> dict[str
     for name, stage_config in resolved.items():
         stage = registry.get(name)
         inputs = {}
-        for input_name, (source, spec) in stage.inputs(config.stages).items():
+        for input_name, (source, spec) in stage.inputs(config.stages, stage_config).items():
             if source not in signatures:
                 continue
             top = spec.removesuffix("?").split("/")[0]
