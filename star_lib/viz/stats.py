@@ -210,6 +210,9 @@ class Arm:
     (never below the Laplace-smoothed binomial SE); None when neither is known."""
     floor: float | None = None
     """The untrained model's final pass on the same tasks (``eval/base/final_pass``), when evaluated."""
+    start: float | None = None
+    """The arm's SFT start on the same tasks and metric (``eval/sft/final_pass``), when the runs scored it
+    (``eval.models: [sft, rl]``): the model RL began from."""
     turn_limit: float = 0.0
     """Share of episodes that ended at the turn limit."""
     context_limit: float = 0.0
@@ -259,8 +262,10 @@ def evidence_gate(arms: Sequence[Arm]) -> str | None:
     beat a floor — the untrained model (``eval/base/final_pass``) when the runs evaluated it, else 0 — by more
     than its interval (:data:`INTERVAL_Z` standard errors), and its episodes must not be dominated by
     truncation (more than :data:`MAX_TRUNCATED` at the turn or context limit) or by format errors (more than
-    :data:`MAX_FORMAT_ERRORS`). Every failed condition is named, e.g. "every episode hit the 4-turn limit;
-    final pass 0 % in every arm".
+    :data:`MAX_FORMAT_ERRORS`). Where the runs scored their SFT start (:attr:`Arm.start`), some arm must beat
+    its own start by more than its interval: otherwise RL did not move the model, and comparing the arms
+    compares SFT starts. Every failed condition is named, e.g. "every episode hit the 4-turn limit; final
+    pass 0 % in every arm".
 
     Example:
         >>> cut = [Arm(f"fail={r}", 0.0, turn_limit=1.0, turns=4) for r in (0.05, 0)]
@@ -298,7 +303,23 @@ def evidence_gate(arms: Sequence[Arm]) -> str | None:
                 f"the best arm ({ref.label}: {pct(ref.value)} ± {pts_abs(interval)}) does not beat "
                 f"the untrained model ({pct(ref.floor)}) by more than its interval"
             )
+    unmoved = _unmoved_reason(scored)
+    if unmoved:
+        reasons.append(unmoved)
     return "; ".join(reasons) or None
+
+
+def _unmoved_reason(arms: Sequence[Arm]) -> str | None:
+    """Why RL did not move the model, or None when an arm beats its SFT start (or no start was scored)."""
+    started = [a for a in arms if a.start is not None]
+    if not started:
+        return None
+    if any((a.value or 0.0) - (a.start or 0.0) > (a.interval or 0.0) for a in started):
+        return None
+    each = ", ".join(
+        f"{a.label} {pct(a.value)} ± {pts_abs(a.interval or 0.0)} from {pct(a.start)}" for a in started
+    )
+    return f"RL did not move the model: no arm beats its SFT start by more than its interval ({each})"
 
 
 def aggregate(rows: pl.DataFrame, by: Sequence[str], metric: str = FINAL) -> pl.DataFrame:
@@ -368,6 +389,7 @@ def arm_stats(rows: pl.DataFrame, by: Sequence[str], metric: str = FINAL) -> pl.
         name: m.replace("eval/", f"{split}/", 1) for name, m in {**HEALTH_METRICS, **SFT_METRICS}.items()
     }
     metrics["final_pass"] = metric
+    metrics["sft final_pass"] = f"{split}/sft/{metric.split('/', 1)[1]}"  # the SFT start, same metric
     columns = {
         **{k: rows.schema[k] if k in rows.schema else pl.String for k in by},
         **{name: pl.Float64 for name in metrics},
@@ -590,6 +612,7 @@ def arms_of(stats: pl.DataFrame, axis: str, model: str | None = None, **fixed: A
             value=finite(row["final_pass"]),
             se=finite(row["se"]),
             floor=finite(row["untrained"]),
+            start=finite(row["sft final_pass"]),
             turn_limit=finite(row["turn limit"]) or 0.0,
             context_limit=finite(row["context limit"]) or 0.0,
             format_errors=max(finite(row["format errors"]) or 0.0, finite(row["malformed"]) or 0.0),

@@ -78,6 +78,38 @@ def test_evidence_gate_names_each_failed_condition():
     assert evidence_gate([Arm("expected higher", 0.0, se=0.01), Arm("other", 0.6, se=0.05)]) is None
 
 
+def test_evidence_gate_reads_no_evidence_when_no_arm_beats_its_own_sft_start():
+    # issue 21: the first tiny study's arms all sat on their SFT start, and the gate compared them anyway
+    still = [Arm("sum", 0.44, se=0.02, start=0.43), Arm("success", 0.43, se=0.02, start=0.43)]
+    assert evidence_gate(still) == (
+        "RL did not move the model: no arm beats its SFT start by more than its interval "
+        "(sum 44.0 % ± 3.9 pts from 43.0 %, success 43.0 % ± 3.9 pts from 43.0 %)"
+    )
+    # one arm moved: the comparison is judged (the other arm may have stayed, or fallen)
+    assert evidence_gate([Arm("sum", 0.60, se=0.02, start=0.43), still[1]]) is None
+    # each arm against its own start (two model sizes have two SFT starts)
+    sizes = [Arm("tiny", 0.20, se=0.02, start=0.10), Arm("tiny-l", 0.50, se=0.02, start=0.49)]
+    assert evidence_gate(sizes) is None
+    assert evidence_gate([Arm("tiny-l", 0.50, se=0.02, start=0.49)]).startswith("RL did not move the model")
+
+
+def test_a_finding_whose_runs_scored_their_sft_start_gates_on_it():
+    def arm(reward: str, rl: float, sft: float) -> tuple[dict[str, Any], dict[str, float]]:
+        return {"reward": reward}, health(rl, n=600, **{"sft/final_pass": sft})
+
+    flat = findings.reward_design(
+        runs(arm("curriculum", 0.45, 0.44), arm("sum", 0.44, 0.44), finding="reward"), "tiny"
+    )
+    [c] = flat.comparisons
+    assert c.outcome == "no evidence" and c.no_evidence.startswith("RL did not move the model")
+    assert "curriculum 45.0 % ± " in c.no_evidence and "from 44.0 %" in c.no_evidence
+    assert flat.verdict.startswith("No evidence:")
+    moved = findings.reward_design(
+        runs(arm("curriculum", 0.60, 0.44), arm("sum", 0.50, 0.44), finding="reward"), "tiny"
+    )
+    assert moved.comparisons[0].outcome != "no evidence"
+
+
 def test_evidence_gate_only_holds_back_final_pass_comparisons_with_arms():
     zero = (Arm("a", 0.0, turn_limit=1.0, turns=4), Arm("b", 0.0, turn_limit=1.0, turns=4))
     assert Comparison("a > b", FINAL, "higher", "p", our_diff=0.0, arms=zero).outcome == "no evidence"
@@ -99,9 +131,8 @@ def test_evidence_verdict_says_each_outcome_with_the_interval():
     assert c.interval == pytest.approx(math.sqrt(2) * 1.96 * se)
     assert c.difference() == f"+0.0 ± {100 * c.interval:.1f} pts"
     assert finding.verdict.startswith("Flat: our runs agree with the paper on 0 of 1 comparison and are flat")
-    assert (
-        f"curriculum > sum: flat, ours +0.0 ± {100 * c.interval:.1f} pts is within its 95 % interval"
-        in (finding.verdict)
+    assert f"curriculum > sum: flat, ours +0.0 ± {100 * c.interval:.1f} pts is within its 95 % interval" in (
+        finding.verdict
     )
     assert not finding.verdict.startswith("No")
     opposite = findings.reward_design(

@@ -10,7 +10,9 @@ and the verdict from comparing the two.
 
 A verdict needs evidence (:func:`~star_lib.viz.stats.evidence_gate`): a final-pass comparison is judged
 only when its best arm beats a floor — the untrained model (``eval/base/final_pass``) when evaluated, else 0
-— by more than its 95 % interval, and that arm's episodes are not dominated by truncation or format errors.
+— by more than its 95 % interval, that arm's episodes are not dominated by truncation or format errors,
+and, where the runs scored their SFT start (``eval.models: [sft, rl]``), some arm beats its own start by more
+than its interval ("RL did not move the model" otherwise).
 Every finding also carries the health of each arm (:attr:`Finding.health`: termination mix, format errors,
 transport mix, tool calls), the per-check failure profile (:attr:`Finding.checks`) and the behaviour shifts
 behind a gain (:func:`~star_lib.viz.verdicts.behaviour_shifts`), which the verdict names.
