@@ -23,6 +23,9 @@ from star_lib.viz.labels import FINAL, MODEL_ORDER, finite, model_label, pct, pt
 
 INTERVAL_Z = 1.96
 """Half-width of every interval shown (``± …``), in standard errors: a normal 95 % interval."""
+POWER_Z = 0.8416
+"""The normal quantile of 80 % power: a true difference of ``(INTERVAL_Z + POWER_Z)`` standard errors is
+found (outside the 95 % interval) four times in five — the minimum detectable difference."""
 MAX_TRUNCATED = 0.5
 """Evidence gate: largest share of the reference arm's episodes that may end at the turn or context limit.
 Above it the arm measures the limit rather than the policy, and its comparisons read *no evidence*."""

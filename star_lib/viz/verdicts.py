@@ -28,6 +28,8 @@ from star_lib.experiments.grids import PAPER_MODELS
 from star_lib.train.models import TINY_SCALE
 from star_lib.viz.labels import FINAL, finite, model_label, pct, pts, pts_abs
 from star_lib.viz.stats import (
+    INTERVAL_Z,
+    POWER_Z,
     TRANSPORT_COLUMNS,
     Arm,
     arms_of,
@@ -83,6 +85,17 @@ class Comparison:
         return contrast_interval(self.arms, (1.0, -1.0), paired=self.metric == FINAL)
 
     @property
+    def mde(self) -> float | None:
+        """The minimum detectable difference: 80 % power at the 95 % level, None when unknown.
+
+        From the same standard error as :attr:`interval`; a smaller true difference reads *flat* more often
+        than not.
+        """
+        if self.interval is None:
+            return None
+        return self.interval * (INTERVAL_Z + POWER_Z) / INTERVAL_Z
+
+    @property
     def no_evidence(self) -> str | None:
         """Why our arms show no signal (see :func:`evidence_gate`), or None; only final pass is gated."""
         if self.our_diff is None or not self.arms or self.metric != FINAL:
@@ -130,7 +143,11 @@ class Comparison:
             return f"{self.label}: agrees, {ours} ({paper})"
         if outcome == "flat":
             bound = "its 95 % interval" if inside else f"the ±{100 * self.tolerance:.0f} pt tolerance"
-            return f"{self.label}: flat, {ours} is within {bound} where the paper has a difference ({paper})"
+            power = "" if self.mde is None else f"; these runs detect {100 * self.mde:.1f} pts at 80 % power"
+            return (
+                f"{self.label}: flat, {ours} is within {bound} where the paper has a difference{power} "
+                f"({paper})"
+            )
         if self.expect == "similar":
             return (
                 f"{self.label}: opposite, {ours} differs by more than its interval and the "
@@ -148,6 +165,7 @@ def comparisons_frame(comparisons: Sequence[Comparison]) -> pl.DataFrame:
         "ours": pl.String,
         "our difference (pts)": pl.Float64,
         "± (95 %, pts)": pl.Float64,
+        "MDE (80 %, pts)": pl.Float64,
         "outcome": pl.String,
         "why": pl.String,
     }
@@ -159,6 +177,7 @@ def comparisons_frame(comparisons: Sequence[Comparison]) -> pl.DataFrame:
             "ours": c.ours or "–",
             "our difference (pts)": None if c.our_diff is None else 100 * c.our_diff,
             "± (95 %, pts)": None if c.interval is None else 100 * c.interval,
+            "MDE (80 %, pts)": None if c.mde is None else 100 * c.mde,
             "outcome": c.outcome,
             "why": c.no_evidence,
         }

@@ -135,6 +135,10 @@ def test_evidence_verdict_says_each_outcome_with_the_interval():
         finding.verdict
     )
     assert not finding.verdict.startswith("No")
+    # the minimum detectable difference: (1.96 + 0.84) standard errors of the same contrast
+    assert c.mde == pytest.approx(c.interval * (1.96 + 0.8416) / 1.96)
+    assert f"these runs detect {100 * c.mde:.1f} pts at 80 % power" in finding.verdict
+    assert finding.comparison_table["MDE (80 %, pts)"].to_list() == [pytest.approx(100 * c.mde)]
     opposite = findings.reward_design(
         runs(({"reward": "curriculum"}, health(0.2)), ({"reward": "sum"}, health(0.9)), finding="reward"),
         "tiny",
