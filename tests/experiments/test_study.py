@@ -191,7 +191,8 @@ def test_study_dry_run_lists_every_finding_with_three_seeds_per_arm_and_flags_gr
         grid = line.split(" (finding ")[0] if " (finding " in line else grid
         if "OVER the 90-minute budget" in line:
             over.add(grid)
-    assert over <= {"algorithm", "interactions", "reward", "pilot"}, over  # the pilot: 600 RL steps a seed
+    # the pilots are long curves by design (300-600 RL steps a seed), so any pilot may run over
+    assert over - {g.name for g in pilots} <= {"algorithm", "interactions", "reward"}, over
     models = {c.model for g in grids for c in g.runs}
     assert models == {"tiny-s", "tiny", "tiny-l"}  # the scale axis
 
