@@ -121,6 +121,10 @@ def test_paper_grid_rehearsal_on_slurm_with_two_processes_per_job(
         assert not list(rl.rglob("*rank1*")), name
         exploration = {"dapo": "dapo/refill_rounds", "arpo": "arpo/branches_per_group"}.get(algorithm)
         assert exploration is None or exploration in set(log["metric"]), (name, exploration)
+        if exploration:  # the summary's per-step mean (issue 21: exploration visible in the findings)
+            per_step = log.filter((pl.col("metric") == exploration) & pl.col("step").is_not_null())["value"]
+            mean = log.filter((pl.col("metric") == f"rl/mean/{exploration}") & pl.col("step").is_null())
+            assert mean["value"].to_list() == [pytest.approx(per_step.mean())], (name, mean)
 
     # the preempted run resumed from its mid-run checkpoint and matches the uninterrupted one
     run_dir = runs / GRID / preempted

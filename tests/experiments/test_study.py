@@ -860,6 +860,7 @@ def test_a_summary_keeps_the_held_out_curve_rl_scored_during_training(tmp_path):
         ("rl", 50, "train/reward", 0.3),
     ]
     rows += [("eval", None, "eval/final_pass", 0.25), ("rl", None, "eval/final_pass", 0.9)]
+    rows += [("rl", None, "rl/mean/dapo/refill_rounds", 1.5), ("rl", None, "rl/final/train/loss", 0.1)]
     frame = pl.DataFrame(rows, schema=["stage", "step", "metric", "value"], orient="row")
     (tmp_path / "run").mkdir()
     frame.write_parquet(tmp_path / "run" / "metrics.parquet")
@@ -869,6 +870,7 @@ def test_a_summary_keeps_the_held_out_curve_rl_scored_during_training(tmp_path):
     assert row["heldout_steps"] == [25, 50] and row["heldout_final_pass"] == [0.1, 0.2]
     assert row["heldout_cs_micro"] == [0.5, 0.6] and "heldout_parseable_plans" not in row
     assert row["eval/final_pass"] == 0.25 and row["rl_steps"] == [50]  # the eval stage's score, the RL curve
+    assert row["rl/mean/dapo/refill_rounds"] == 1.5 and "rl/final/train/loss" not in row  # step means only
     # a run whose RL scored nothing during training has no curve columns
     frame.filter(pl.col("stage") != "rl").write_parquet(tmp_path / "run" / "metrics.parquet")
     assert "heldout_steps" not in run_summary(grid, config, tmp_path / "run", ("abc1234", False)).columns

@@ -374,6 +374,7 @@ def test_findings_show_the_published_study_when_the_results_folder_has_no_runs(t
                     "eval/cs_micro": 0.9,
                     "ood/final_pass": rate / 2,
                     "cost/rl_s": 30.0,
+                    "rl/first/env/final_pass": rate / 4,  # the first RL steps' rollouts
                 }
                 _summary(tmp_path, "reward", "reward", f"{reward}-{model}", seed, model=model, reward=reward,
                          **metrics)  # fmt: skip
@@ -396,6 +397,9 @@ def test_findings_show_the_published_study_when_the_results_folder_has_no_runs(t
     assert ours.filter((pl.col("model") == "tiny-l") & (pl.col("reward") == "curriculum"))[
         "final_pass"
     ].item() == pytest.approx(0.46)
+    assert ours.filter((pl.col("model") == "tiny-l") & (pl.col("reward") == "curriculum"))[
+        "first_rollouts_pass"
+    ].item() == pytest.approx(0.45 / 4)  # how sparse a reward paid only for passing plans is there
     health = finding.health
     assert "± (95 %)" in health.columns and health.height == 6  # an interval per arm
     assert health["± (95 %)"].drop_nulls().min() > 0
@@ -413,6 +417,23 @@ def test_a_study_whose_runs_ran_on_two_cpus_says_so_above_its_charts(tmp_path):
     shown = findings.with_study(pl.DataFrame(schema=SCHEMA), "algorithm", "tiny", study_dir=tmp_path)
     said = "ran on 2 CPUs (1 on EPYC (avx2), 2 on EPYC (avx512_bf16)): each trained its own SFT"
     assert said in shown.source
+
+
+def test_the_algorithm_table_shows_dapo_refills_and_arpo_branches_per_step_from_the_summaries(tmp_path):
+    exploration = {
+        "dapo": ("rl/mean/dapo/refill_rounds", 1.0),
+        "arpo": ("rl/mean/arpo/branches_per_group", 2.0),
+    }
+    for seed in range(2):
+        for algorithm in ("grpo", "dapo", "arpo"):
+            counter = dict([exploration[algorithm]]) if algorithm in exploration else {}
+            counter = {k: v + seed for k, v in counter.items()}  # seeds 0 and 1: the table shows the mean
+            _summary(tmp_path, "algorithm", "algorithm", algorithm, seed, algorithm=algorithm,
+                     **counter, **{FINAL: 0.4, "eval/n": 10.0})  # fmt: skip
+    shown = findings.with_study(pl.DataFrame(schema=SCHEMA), "algorithm", "tiny", study_dir=tmp_path)
+    ours = findings.algorithms(shown.frame, "tiny").table.filter(pl.col("source") == "ours")
+    by = {r["algorithm"]: (r["refill_rounds"], r["branches_per_group"]) for r in ours.iter_rows(named=True)}
+    assert by == {"grpo": (None, None), "dapo": (1.5, None), "arpo": (None, 2.5)}
 
 
 def test_the_published_study_brings_its_rl_curves_and_each_arm_gets_its_mean_curve(tmp_path):

@@ -13,6 +13,18 @@ from typing import Any
 
 from star_lib.experiments.stages.common import metrics_rows, write_metrics
 
+EXPLORATION: tuple[str, ...] = (
+    "dapo/refill_rounds",
+    "dapo/dropped_groups",
+    "arpo/branches_per_group",
+    "arpo/topup_chains",
+)
+"""Per-step counters of how an algorithm explores, averaged over the run's steps as ``rl/mean/<counter>``."""
+FIRST_STEPS = 25
+"""How many first steps ``rl/first/<metric>`` averages: how much signal the rollouts find at the start."""
+EARLY: tuple[str, ...] = ("env/final_pass", "train/reward", "train/frac_reward_zero_std")
+"""Per-step metrics averaged over the first :data:`FIRST_STEPS` steps (e.g. how sparse SUCCESS is)."""
+
 
 def train_and_record(run_cfg: Any, out: Path, stage: str, run_fn: Callable[[Any], Any]) -> None:
     """Run a training function in-process or under the job's launcher; then turn its log into metrics rows."""
@@ -35,9 +47,31 @@ def train_and_record(run_cfg: Any, out: Path, stage: str, run_fn: Callable[[Any]
     rows += metrics_rows(
         {f"{stage}/final/{k}": v for k, v in last.items() if not k.startswith(("time/", "stage"))}
     )
+    rows += metrics_rows(_step_means(own, stage))
     if log_path.is_file():
         os.replace(log_path, out / "train_log.parquet")
     write_metrics(out, rows)
+
+
+def _step_means(rows: list[dict[str, Any]], stage: str) -> dict[str, float]:
+    """Return ``<stage>/mean/<counter>`` over every logged step and ``<stage>/first/<metric>`` over the first.
+
+    The counters are :data:`EXPLORATION` (what DAPO refills and ARPO branches per step), the early metrics
+    :data:`EARLY` over steps 1 to :data:`FIRST_STEPS`; a metric the run never logged is left out.
+    """
+    means: dict[str, float] = {}
+    for names, label, last_step in ((EXPLORATION, "mean", None), (EARLY, "first", FIRST_STEPS)):
+        for name in names:
+            values = [
+                r["value"]
+                for r in rows
+                if r["metric"] == name
+                and r["step"] is not None
+                and (last_step is None or r["step"] <= last_step)
+            ]
+            if values:
+                means[f"{stage}/{label}/{name}"] = sum(values) / len(values)
+    return means
 
 
 def _training_rows(logged: Any, stage: str) -> list[dict[str, Any]]:

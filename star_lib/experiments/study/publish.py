@@ -48,6 +48,8 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
 """Columns every summary row has (beside the axes, the metrics and the RL curve; ``cpu`` since 6703336)."""
 HELD_OUT_PREFIXES: tuple[str, ...] = ("eval/", "ood/")
 """Metrics a summary keeps: the held-out and OOD scores (``cost/…`` too, and the RL curve)."""
+RL_STEP_MEANS: tuple[str, ...] = ("rl/mean/", "rl/first/")
+"""The RL stage's step means a summary keeps too: exploration per step, the first steps' rollouts."""
 
 
 def summary_path(out_dir: str | os.PathLike[str], grid: Grid, run: str) -> Path:
@@ -88,7 +90,9 @@ def run_summary(grid: Grid, config: ExperimentConfig, run_dir: Path, commit: tup
     final = metrics.filter(pl.col("step").is_null())
     values: dict[str, float] = {}
     for stage, metric, value in final.select("stage", "metric", "value").iter_rows():
-        if metric.startswith(HELD_OUT_PREFIXES) and stage == "eval":
+        if (metric.startswith(HELD_OUT_PREFIXES) and stage == "eval") or (
+            metric.startswith(RL_STEP_MEANS) and stage == "rl"
+        ):
             values[metric] = value
         elif metric == "cost/stage_wall_s":
             values[f"cost/{stage}_s"] = value

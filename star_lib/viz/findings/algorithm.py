@@ -48,8 +48,16 @@ def algorithms(
     )
 
 
+EXPLORATION: dict[str, str] = {
+    "rl/mean/dapo/refill_rounds": "refill_rounds",
+    "rl/mean/arpo/branches_per_group": "branches_per_group",
+}
+"""How each algorithm explores, per RL step (mean over the run's steps, then seeds) → its table column:
+DAPO's refill rounds (regenerations of all-equal groups), ARPO's entropy branches per group."""
+
+
 def _cost_table(mine_rows: pl.DataFrame, curves: pl.DataFrame | None) -> pl.DataFrame:
-    """Algorithms × models: final pass and cost, paper beside ours."""
+    """Algorithms × models: final pass, cost and exploration per step, paper beside ours."""
     paper_all = paper_rows("algorithm", metric=None)
     paper = (
         paper_all.group_by(["model", "algorithm"])
@@ -61,17 +69,28 @@ def _cost_table(mine_rows: pl.DataFrame, curves: pl.DataFrame | None) -> pl.Data
             pl.lit("paper").alias("source"),
             pl.lit(None, dtype=pl.Float64).alias("wall_s"),
             pl.lit(None, dtype=pl.Float64).alias("tokens"),
+            *[pl.lit(None, dtype=pl.Float64).alias(name) for name in EXPLORATION.values()],
         )
     )
-    wide = wide_metrics(mine_rows, ["model", "algorithm"], [FINAL, "cost/gpu_hours", "cost/wall_s"])
-    wide = wide.rename({"final_pass": "final_pass", "gpu_hours": "gpu_hours", "wall_s": "wall_s"})
+    wide = wide_metrics(
+        mine_rows, ["model", "algorithm"], [FINAL, "cost/gpu_hours", "cost/wall_s", *EXPLORATION]
+    ).rename({m.split("/", 1)[-1]: name for m, name in EXPLORATION.items()})
     tokens = _tokens(mine_rows, curves)
     if tokens.height:
         wide = wide.join(tokens, on=["model", "algorithm"], how="left")
     else:
         wide = wide.with_columns(pl.lit(None, dtype=pl.Float64).alias("tokens"))
     wide = wide.with_columns(pl.lit("ours").alias("source"))
-    columns = ["source", "model", "algorithm", "final_pass", "wall_s", "gpu_hours", "tokens"]
+    columns = [
+        "source",
+        "model",
+        "algorithm",
+        "final_pass",
+        "wall_s",
+        "gpu_hours",
+        "tokens",
+        *EXPLORATION.values(),
+    ]
     table = pl.concat([paper.select(columns), wide.select(columns)], how="vertical_relaxed")
     return table.with_columns(pl.col("model").map_elements(model_label, return_dtype=pl.String)).sort(
         [

@@ -115,9 +115,15 @@ def _ood_tax(runs: OurRuns, rule: Rule) -> list[Comparison]:
     return out
 
 
+EARLY_ROLLOUTS = "rl/first/env/final_pass"
+"""How often the first RL steps' rollouts pass (:data:`~star_lib.experiments.stages.training.FIRST_STEPS`):
+whether SUCCESS, which pays only a passing plan, is sparse for that arm."""
+
+
 def _reward_table(mine_rows: pl.DataFrame) -> pl.DataFrame:
-    ours_wide = wide_metrics(mine_rows, ["model", "reward"], IN_DOMAIN)
-    ours_wide = ours_wide.with_columns(
+    """Rewards × models: Table 1's columns, paper beside ours, and our rollouts' pass rate at the start."""
+    ours_wide = wide_metrics(mine_rows, ["model", "reward"], [*IN_DOMAIN, EARLY_ROLLOUTS])
+    ours_wide = ours_wide.rename({"first/env/final_pass": "first_rollouts_pass"}).with_columns(
         pl.lit("ours").alias("source"), pl.lit(None, dtype=pl.String).alias("note")
     )
     paper = paper_rows(["reward", "baseline"])
@@ -127,12 +133,20 @@ def _reward_table(mine_rows: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce(pl.col("reward"), pl.col("note"), pl.col("run")).alias("reward"),
         *[pl.lit(None, dtype=pl.Float64).alias(m.split("/", 1)[-1]) for m in IN_DOMAIN[:-1]],
         pl.col("value").alias("final_pass"),
+        pl.lit(None, dtype=pl.Float64).alias("first_rollouts_pass"),
         pl.when(pl.col("relation") == "<")
         .then(pl.lit("upper bound"))
         .otherwise(pl.col("note"))
         .alias("note"),
     )
-    columns = ["source", "model", "reward", *[m.split("/", 1)[-1] for m in IN_DOMAIN], "note"]
+    columns = [
+        "source",
+        "model",
+        "reward",
+        *[m.split("/", 1)[-1] for m in IN_DOMAIN],
+        "first_rollouts_pass",
+        "note",
+    ]
     table = pl.concat([paper_wide.select(columns), ours_wide.select(columns)], how="vertical_relaxed")
     return table.with_columns(pl.col("model").map_elements(model_label, return_dtype=pl.String))
 

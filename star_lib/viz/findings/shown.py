@@ -51,13 +51,14 @@ class Shown:
 def study_rows(study: pl.DataFrame) -> pl.DataFrame:
     """Turn the published study's per-run summaries (:func:`load_study`) into the tidy results table.
 
-    One row per run × held-out metric (``eval/…``, ``ood/…``, ``cost/…``), ``source = "ours"``, ``status =
-    "done"``, the run's axes and ``note`` = its commit, so every finding function reads them like the rows
-    of :func:`~star_lib.experiments.results.load_results`; plus, for summaries that list them, one row per
+    One row per run × held-out metric (``eval/…``, ``ood/…``, ``cost/…``; the RL stage's step means
+    ``rl/mean/…``, ``rl/first/…`` with ``stage = "rl"``), ``source = "ours"``, ``status = "done"``, the
+    run's axes and ``note`` = its commit, so every finding function reads them like the rows of
+    :func:`~star_lib.experiments.results.load_results`; plus, for summaries that list them, one row per
     run × held-out query and rate (``query/eval/final_pass/<query id>``, :data:`QUERY_METRIC`), from which
     :func:`~star_lib.viz.stats.arm_stats` bootstraps the intervals.
     """
-    metrics = [c for c in study.columns if c.startswith(("eval/", "ood/", "cost/"))]
+    metrics = [c for c in study.columns if c.startswith(("eval/", "ood/", "cost/", "rl/"))]
     if study.height == 0 or not metrics:
         return pl.DataFrame(schema=SCHEMA)
     ids = ["grid", "run", "finding", *[k for k in AXIS_SCHEMA if k in study.columns]]
@@ -70,6 +71,8 @@ def study_rows(study: pl.DataFrame) -> pl.DataFrame:
         pl.lit("done").alias("status"),
         pl.when(pl.col("metric").str.starts_with("cost/"))
         .then(pl.lit(None, dtype=pl.String))
+        .when(pl.col("metric").str.starts_with("rl/"))
+        .then(pl.lit("rl"))
         .otherwise(pl.lit("eval"))
         .alias("stage"),
         pl.lit("=").alias("relation"),
