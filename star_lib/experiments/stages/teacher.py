@@ -15,6 +15,7 @@ from typing import Any
 
 from star_lib.experiments.stages.common import (
     expert,
+    fault_config,
     load_world,
     metrics_rows,
     protocol_fields,
@@ -40,6 +41,9 @@ class TeacherStageConfig:
     """Use at most this many records (None: all)."""
     protocol: str = "react"
     """Episode protocol (axis): the teacher writes its trajectories in it."""
+    failure_rate: float = field(default=0.0, metadata={"key": "when-set"})
+    """Probability that a teacher's tool call returns a service error: the expert retries every failed
+    call, so the SFT set shows recovering from them (issue 21's noise grid). 0: clean tools."""
     options: dict[str, Any] = field(default_factory=dict)
     """``star_lib.agent.RolloutConfig`` fields (``max_turns``, …)."""
 
@@ -48,6 +52,9 @@ class TeacherStageConfig:
             raise ValueError(f"teacher {self.teacher!r} is not allowed; choose one of {list(TEACHERS)}")
         if self.max_records is not None and self.max_records < 1:
             raise ValueError(f"max_records must be >= 1 or null, got {self.max_records}")
+        rate = self.failure_rate
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
+            raise ValueError(f"teacher.failure_rate must be a probability in [0, 1), got {rate!r}")
 
 
 def run_teacher(cfg: TeacherStageConfig, inputs: Mapping[str, Path], out: Path) -> dict[str, Any]:
@@ -57,12 +64,21 @@ def run_teacher(cfg: TeacherStageConfig, inputs: Mapping[str, Path], out: Path) 
     world = load_world(inputs["world"])
     queries = read_queries(inputs["data"])[: cfg.max_records]
     values = {"reward": "none", **({"max_turns": 30} if cfg.protocol == "compact" else {}), **cfg.options}
+    faults = fault_config(cfg.failure_rate, 0.0, 0.0, cfg.teacher_seed)
     stats = build_sft_dataset(
-        expert(cfg.protocol, cfg.teacher_seed), queries, world, out, rollout_config(cfg.protocol, **values)
+        expert(cfg.protocol, cfg.teacher_seed),
+        queries,
+        world,
+        out,
+        rollout_config(cfg.protocol, **values),
+        faults,
     )
     if (out / "episodes.parquet").is_file():
         os.replace(out / "episodes.parquet", out / "rollouts.parquet")
-    write_metrics(out, metrics_rows({f"teacher/{k}": v for k, v in stats.to_dict().items()}))
+    faults_seen = {f"teacher/faults/{kind}": n for kind, n in stats.faults.items()}
+    write_metrics(
+        out, metrics_rows({**{f"teacher/{k}": v for k, v in stats.to_dict().items()}, **faults_seen})
+    )
     return {}
 
 
