@@ -123,7 +123,7 @@ whether SUCCESS, which pays only a passing plan, is sparse for that arm."""
 def _reward_table(mine_rows: pl.DataFrame) -> pl.DataFrame:
     """Rewards × models: Table 1's columns, paper beside ours, and our rollouts' pass rate at the start."""
     ours_wide = wide_metrics(mine_rows, ["model", "reward"], [*IN_DOMAIN, EARLY_ROLLOUTS])
-    ours_wide = ours_wide.rename({"first/env/final_pass": "first_rollouts_pass"}).with_columns(
+    ours_wide = ours_wide.rename({EARLY_ROLLOUTS.split("/", 1)[-1]: "first_rollouts_pass"}).with_columns(
         pl.lit("ours").alias("source"), pl.lit(None, dtype=pl.String).alias("note")
     )
     paper = paper_rows(["reward", "baseline"])
